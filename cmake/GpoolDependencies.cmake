@@ -1,0 +1,20 @@
+# Every third-party dependency comes from Debian packages (scripts/install-deps.sh). Heavy
+# header-only libraries (Beast, toml++, libpqxx) are linked PRIVATE into the few adapters that
+# use them, so that their compile cost stays inside those translation units.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(SQLite3 REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
+pkg_check_modules(LIBPQXX REQUIRED IMPORTED_TARGET libpqxx)
+if(GPOOL_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(GPOOL_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

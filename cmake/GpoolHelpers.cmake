@@ -1,0 +1,71 @@
+# Shared build settings and helpers: gpool_add_library(), gpool_add_test(), gpool_add_bench().
+
+set(GPOOL_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align
+    -Wunused -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough -Wformat=2)
+if(GPOOL_WERROR)
+  list(APPEND GPOOL_WARNING_FLAGS -Werror)
+endif()
+
+if(GPOOL_ENABLE_ASAN AND GPOOL_ENABLE_TSAN)
+  message(FATAL_ERROR "GPOOL_ENABLE_ASAN and GPOOL_ENABLE_TSAN are mutually exclusive")
+endif()
+if(GPOOL_ENABLE_ASAN)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+if(GPOOL_ENABLE_TSAN)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
+# True when the build carries a sanitizer runtime; tests that LD_PRELOAD our own libraries into
+# other programs cannot run then (the sanitizer runtime must come first) and are skipped.
+if(GPOOL_ENABLE_ASAN OR GPOOL_ENABLE_TSAN)
+  set(GPOOL_SANITIZED ON)
+else()
+  set(GPOOL_SANITIZED OFF)
+endif()
+
+# gpool_add_library(NAME SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# A static library for one component folder. Its include root is src/, so headers are
+# included as "common/status.h".
+function(gpool_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${GPOOL_WARNING_FLAGS})
+  target_link_libraries(${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# gpool_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...])
+# One GoogleTest binary registered with CTest (each TEST becomes its own CTest case).
+function(gpool_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${GPOOL_WARNING_FLAGS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    GPOOL_SOURCE_DIR="${PROJECT_SOURCE_DIR}" GPOOL_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  set(props ENVIRONMENT "GPOOL_SANITIZED=$<BOOL:${GPOOL_SANITIZED}>")
+  if(ARG_LABELS)
+    list(APPEND props LABELS "${ARG_LABELS}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
+endfunction()
+
+# gpool_add_bench(NAME SOURCES ... [DEPS ...])
+function(gpool_add_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${GPOOL_WARNING_FLAGS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+  target_compile_definitions(${name} PRIVATE GPOOL_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endfunction()
+
+if(GPOOL_BUILD_TESTS)
+  include(GoogleTest)
+endif()
+
+add_compile_definitions(GPOOL_VERSION="${PROJECT_VERSION}")

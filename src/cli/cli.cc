@@ -1,0 +1,35 @@
+#include "cli/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "common/status.h"
+
+namespace gpool::cli {
+
+int runCli(const std::vector<std::string>& args) {
+  CLI::App app{"gpool: a shared pool of GPUs across servers, with enforced slices and fair "
+               "scheduling"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("gpool ") + GPOOL_VERSION);
+
+  auto* version = app.add_subcommand("version", "Print the version of this gpool build");
+  version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
+
+  // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : exitCodeFor(StatusCode::kInvalidArgument);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpool: %s\n", e.what());
+    return exitCodeFor(StatusCode::kInternal);
+  }
+  return 0;
+}
+
+}  // namespace gpool::cli
