@@ -22,7 +22,7 @@ echo "== ASan+UBSan build, warnings as errors =="
 cmake --preset ci-asan >/dev/null
 cmake --build --preset ci-asan -j "$jobs"
 set +e
-ctest --preset ci-asan -LE no_sanitizer
+ctest --preset ci-asan -LE "no_sanitizer|slow"
 asan_rc=$?
 set -e
 
