@@ -10,8 +10,9 @@
 namespace gpool::cli {
 
 int runCli(const std::vector<std::string>& args) {
-  CLI::App app{"gpool: a shared pool of GPUs across servers, with enforced slices and fair "
-               "scheduling"};
+  CLI::App app{
+      "gpool: a shared pool of GPUs across servers, with enforced slices and fair "
+      "scheduling"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpool ") + GPOOL_VERSION);
 
