@@ -1,0 +1,131 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+
+// The pool snapshot the scheduler works on: servers ("nodes"), their GPUs with what is still
+// free on each, and the interconnect between the GPUs of one server. It is a plain value with
+// no I/O: the controller builds it from the node registry, the simulator from a trace, and
+// both apply and release allocations on it while they decide.
+//
+// Units (as everywhere in gpool): GPU memory and RAM in MiB, GPU compute share in thousandths
+// of a GPU (1000 = whole GPU), CPU in millicores.
+namespace gpool::sched {
+
+// How two GPUs of one server talk to each other, best first. The numeric order is the
+// preference order: a gang of GPUs is placed on the set whose worst pair is smallest.
+enum class LinkLevel : uint8_t {
+  kSelf = 0,         // the same GPU
+  kNvLink = 1,       // NVLink / NVSwitch
+  kPcieSwitch = 2,   // behind the same PCIe switch
+  kPcieHost = 3,     // through the same CPU's host bridge
+  kCrossSocket = 4,  // across CPU sockets (SMP interconnect); also the default when unknown
+};
+
+std::string_view linkLevelName(LinkLevel level);
+
+struct Gpu {
+  uint32_t index = 0;  // position on its node (NVML index / minor); equals its slot in gpus
+  std::string uuid;
+  std::string model;                // e.g. "A100-SXM4-80GB", "T4", "G2"
+  uint32_t compute_capability = 0;  // major*10 + minor, e.g. 80 for 8.0; 0 = unknown
+  uint64_t memory_total_mib = 0;
+  uint64_t memory_free_mib = 0;
+  uint32_t compute_free = 1000;  // thousandths still unallocated
+  bool healthy = true;
+
+  // No slice of this GPU is handed out.
+  bool idle() const { return compute_free == 1000 && memory_free_mib == memory_total_mib; }
+};
+
+struct Node {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  uint64_t cpu_total_millis = 0;
+  uint64_t cpu_free_millis = 0;
+  uint64_t ram_total_mib = 0;
+  uint64_t ram_free_mib = 0;
+  // False for drained/down servers: nothing new is placed there, running work stays.
+  bool schedulable = true;
+  std::vector<std::string> datasets;  // datasets already cached on this server
+  std::vector<Gpu> gpus;
+  // Row-major gpus.size() x gpus.size() matrix; empty means unknown (every pair kCrossSocket,
+  // i.e. no preference among GPUs of this node).
+  std::vector<LinkLevel> links;
+
+  LinkLevel link(size_t a, size_t b) const;
+  bool holdsDataset(std::string_view dataset) const;
+  // Sum of compute_free over healthy GPUs, in thousandths.
+  uint64_t gpuComputeFree() const;
+};
+
+// One piece of one GPU given to a task.
+struct GpuSlice {
+  uint32_t gpu_index = 0;
+  uint64_t memory_mib = 0;
+  uint32_t compute = 0;  // thousandths
+
+  bool operator==(const GpuSlice&) const = default;
+};
+
+// What one task holds on one node. Produced by place(), applied with ClusterState::apply and
+// given back with ClusterState::release.
+struct TaskAllocation {
+  size_t node = 0;  // index into ClusterState::nodes()
+  uint64_t cpu_millis = 0;
+  uint64_t ram_mib = 0;
+  std::vector<GpuSlice> gpus;
+
+  bool operator==(const TaskAllocation&) const = default;
+};
+
+// The snapshot. Node indices are stable for the life of the object (nodes are only added).
+//
+// Thread-safety: none; a value owned by one scheduling pass. Copying is the way to "try" a
+// decision (simulate-before-evict).
+class ClusterState {
+ public:
+  ClusterState() = default;
+
+  // Adds a node and returns its index. GPU indices are renumbered to their position, the
+  // links matrix is dropped if it has the wrong size, and free amounts are clamped to totals.
+  size_t addNode(Node node);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  size_t size() const { return nodes_.size(); }
+  const Node& node(size_t i) const { return nodes_[i]; }
+  // Mutable access for the owner (e.g. to mark a node unschedulable or a GPU unhealthy).
+  Node& mutableNode(size_t i) { return nodes_[i]; }
+  std::optional<size_t> findNode(std::string_view name) const;
+
+  // Takes the allocation's resources from its node. Fails with InvalidArgument (unknown node or
+  // GPU index) or ResourceExhausted (not enough free), naming the node and resource; on failure
+  // nothing changes.
+  Status apply(const TaskAllocation& alloc);
+  // Gives the resources back. Fails with InvalidArgument when it would exceed a total (a
+  // release of something never applied); on failure nothing changes.
+  Status release(const TaskAllocation& alloc);
+
+  // Pool totals over all nodes (schedulable or not), healthy GPUs only.
+  uint64_t gpuCount() const;
+  uint64_t gpuComputeTotal() const;  // thousandths (1000 per GPU)
+  uint64_t gpuComputeFree() const;   // thousandths
+
+  // Bumped by every apply/release/addNode; lets caches keyed on a node notice changes.
+  uint64_t nodeVersion(size_t i) const { return versions_[i]; }
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<uint64_t> versions_;
+  std::unordered_map<std::string, size_t> by_name_;
+};
+
+}  // namespace gpool::sched

@@ -1,0 +1,510 @@
+#include "sched/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+
+namespace gpool::sched {
+
+uint32_t TaskRequest::computePerGpu() const {
+  if (isSlice()) return gpu_compute != 0 ? gpu_compute : gpus;
+  return gpus >= 1000 ? 1000 : 0;
+}
+
+std::string_view pendingReasonName(PendingReason reason) {
+  switch (reason) {
+    case PendingReason::kNone: return "None";
+    case PendingReason::kInvalid: return "Invalid";
+    case PendingReason::kConstraint: return "Constraint";
+    case PendingReason::kResources: return "Resources";
+  }
+  return "Unknown";
+}
+
+namespace {
+
+// Static eligibility of one GPU for the task (model, capability, memory size, health).
+bool gpuEligible(const Gpu& g, const TaskRequest& task) {
+  if (!g.healthy) return false;
+  const Constraints& c = task.constraints;
+  if (!c.gpu_models.empty() &&
+      std::find(c.gpu_models.begin(), c.gpu_models.end(), g.model) == c.gpu_models.end()) {
+    return false;
+  }
+  if (g.compute_capability < c.min_compute_capability) return false;
+  if (g.memory_total_mib < c.min_gpu_memory_mib) return false;
+  if (g.memory_total_mib < task.gpu_memory_mib) return false;
+  return true;
+}
+
+// Whether `g` can take one more GPU share of the task right now.
+bool gpuFreeFor(const Gpu& g, const TaskRequest& task) {
+  if (task.isSlice()) {
+    return g.compute_free >= task.computePerGpu() && g.memory_free_mib >= task.gpu_memory_mib;
+  }
+  return g.idle();
+}
+
+// Every violated static constraint of the task on the node (names as in PlacementResult).
+std::vector<std::string> staticMismatches(const Node& node, const TaskRequest& task) {
+  std::vector<std::string> out;
+  if (!node.schedulable) out.push_back("schedulable");
+  for (const auto& [key, value] : task.constraints.node_labels) {
+    auto it = node.labels.find(key);
+    if (it == node.labels.end() || it->second != value) {
+      out.push_back("node_label:" + key + "=" + value);
+    }
+  }
+  if (node.cpu_total_millis < task.cpu_millis) out.push_back("cpu");
+  if (node.ram_total_mib < task.ram_mib) out.push_back("ram");
+  if (task.gpus == 0) return out;
+  const Constraints& c = task.constraints;
+  bool model = false, capability = false, memory = false;
+  uint32_t eligible = 0;
+  for (const Gpu& g : node.gpus) {
+    if (!g.healthy) continue;
+    model |= c.gpu_models.empty() ||
+             std::find(c.gpu_models.begin(), c.gpu_models.end(), g.model) != c.gpu_models.end();
+    capability |= g.compute_capability >= c.min_compute_capability;
+    memory |=
+        g.memory_total_mib >= c.min_gpu_memory_mib && g.memory_total_mib >= task.gpu_memory_mib;
+    if (gpuEligible(g, task)) ++eligible;
+  }
+  if (!model) out.push_back("gpu_model");
+  if (!capability) out.push_back("min_compute_capability");
+  if (!memory) out.push_back("min_gpu_memory");
+  uint32_t needed = task.isSlice() ? 1 : task.wholeGpus();
+  if (model && capability && memory && eligible < needed) out.push_back("gpu_count");
+  return out;
+}
+
+bool validRequest(const PlacementRequest& request, std::string* why) {
+  const TaskRequest& t = request.task;
+  if (request.tasks == 0) {
+    *why = "job " + request.job + " asks for 0 tasks";
+    return false;
+  }
+  if (t.gpus >= 1000 && t.gpus % 1000 != 0) {
+    *why = "job " + request.job + " asks for " + std::to_string(t.gpus) +
+           "/1000 GPUs per task: a task gets whole GPUs or one slice of one GPU";
+    return false;
+  }
+  if (t.isSlice() && t.computePerGpu() > 1000) {
+    *why = "job " + request.job + " asks for a compute share above 1000/1000";
+    return false;
+  }
+  return true;
+}
+
+// Ranks GPU sets by interconnect: worst pair first, then the sum over pairs.
+std::pair<int, int> setCost(const Node& node, const std::vector<uint32_t>& set) {
+  int worst = 0, sum = 0;
+  for (size_t i = 0; i < set.size(); ++i) {
+    for (size_t j = i + 1; j < set.size(); ++j) {
+      int l = static_cast<int>(node.link(set[i], set[j]));
+      worst = std::max(worst, l);
+      sum += l;
+    }
+  }
+  return {worst, sum};
+}
+
+// The best-connected k-subset of `free` (indices ascending). Exhaustive for small nodes,
+// greedy (grow from each seed GPU by the cheapest link) for large ones.
+std::vector<uint32_t> bestConnectedSet(const Node& node, const std::vector<uint32_t>& free,
+                                       uint32_t k) {
+  if (free.size() <= k) return free;
+  if (node.links.empty()) return {free.begin(), free.begin() + k};
+  std::vector<uint32_t> best;
+  std::pair<int, int> best_cost{std::numeric_limits<int>::max(), 0};
+  if (free.size() <= 16) {
+    std::vector<bool> pick(free.size(), false);
+    std::fill(pick.begin(), pick.begin() + k, true);
+    std::vector<uint32_t> set;
+    do {
+      set.clear();
+      for (size_t i = 0; i < free.size(); ++i) {
+        if (pick[i]) set.push_back(free[i]);
+      }
+      auto cost = setCost(node, set);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = set;
+      }
+    } while (std::prev_permutation(pick.begin(), pick.end()));
+    return best;
+  }
+  for (uint32_t seed : free) {
+    std::vector<uint32_t> set{seed};
+    while (set.size() < k) {
+      uint32_t pick = 0;
+      int pick_cost = std::numeric_limits<int>::max();
+      for (uint32_t c : free) {
+        if (std::find(set.begin(), set.end(), c) != set.end()) continue;
+        int cost = 0;
+        for (uint32_t s : set)
+          cost = std::max(cost, static_cast<int>(node.link(s, c)));
+        if (cost < pick_cost) {
+          pick_cost = cost;
+          pick = c;
+        }
+      }
+      set.push_back(pick);
+    }
+    std::sort(set.begin(), set.end());
+    auto cost = setCost(node, set);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = set;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string staticMismatch(const Node& node, const TaskRequest& task) {
+  auto all = staticMismatches(node, task);
+  return all.empty() ? std::string() : all.front();
+}
+
+bool fitsNow(const Node& node, const TaskRequest& task) {
+  if (!node.schedulable) return false;
+  if (node.cpu_free_millis < task.cpu_millis || node.ram_free_mib < task.ram_mib) return false;
+  for (const auto& [key, value] : task.constraints.node_labels) {
+    auto it = node.labels.find(key);
+    if (it == node.labels.end() || it->second != value) return false;
+  }
+  if (task.gpus == 0) return true;
+  uint32_t needed = task.isSlice() ? 1 : task.wholeGpus();
+  uint32_t have = 0;
+  for (const Gpu& g : node.gpus) {
+    if (gpuEligible(g, task) && gpuFreeFor(g, task) && ++have >= needed) return true;
+  }
+  return false;
+}
+
+std::vector<TaskAllocation> candidateAllocations(const ClusterState& cluster, size_t node_index,
+                                                 const TaskRequest& task, bool all_choices) {
+  std::vector<TaskAllocation> out;
+  const Node& node = cluster.node(node_index);
+  if (!fitsNow(node, task)) return out;
+  TaskAllocation base;
+  base.node = node_index;
+  base.cpu_millis = task.cpu_millis;
+  base.ram_mib = task.ram_mib;
+  if (task.gpus == 0) {
+    out.push_back(base);
+    return out;
+  }
+  if (task.isSlice()) {
+    uint32_t compute = task.computePerGpu();
+    // One candidate per distinct free state: GPUs in the same state are interchangeable.
+    std::vector<std::pair<uint32_t, uint64_t>> seen;
+    int best = -1;
+    for (const Gpu& g : node.gpus) {
+      if (!gpuEligible(g, task) || !gpuFreeFor(g, task)) continue;
+      if (!all_choices) {
+        // Best fit: the least free GPU that still fits (then least free memory).
+        if (best < 0 || g.compute_free < node.gpus[best].compute_free ||
+            (g.compute_free == node.gpus[best].compute_free &&
+             g.memory_free_mib < node.gpus[best].memory_free_mib)) {
+          best = static_cast<int>(g.index);
+        }
+        continue;
+      }
+      std::pair<uint32_t, uint64_t> state{g.compute_free, g.memory_free_mib};
+      if (std::find(seen.begin(), seen.end(), state) != seen.end()) continue;
+      seen.push_back(state);
+      TaskAllocation a = base;
+      a.gpus.push_back({g.index, task.gpu_memory_mib, compute});
+      out.push_back(std::move(a));
+    }
+    if (best >= 0) {
+      TaskAllocation a = base;
+      a.gpus.push_back({static_cast<uint32_t>(best), task.gpu_memory_mib, compute});
+      out.push_back(std::move(a));
+    }
+    return out;
+  }
+  std::vector<uint32_t> free;
+  for (const Gpu& g : node.gpus) {
+    if (gpuEligible(g, task) && gpuFreeFor(g, task)) free.push_back(g.index);
+  }
+  std::vector<uint32_t> set = bestConnectedSet(node, free, task.wholeGpus());
+  TaskAllocation a = base;
+  for (uint32_t i : set)
+    a.gpus.push_back({i, node.gpus[i].memory_total_mib, 1000});
+  out.push_back(std::move(a));
+  return out;
+}
+
+namespace {
+
+size_t datasetsHeld(const Node& node, const Constraints& c) {
+  size_t n = 0;
+  for (const auto& d : c.datasets)
+    n += node.holdsDataset(d) ? 1 : 0;
+  return n;
+}
+
+struct Choice {
+  bool found = false;
+  TaskAllocation alloc;
+  double score = 0;
+  size_t locality = 0;
+};
+
+// The best candidate over `nodes` (indices into cluster); ties: locality, then a node this job
+// already uses, then uniformly at random (reservoir sampling over tied nodes).
+Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, PlacementPolicy& policy,
+                  Random& random, const std::vector<size_t>& used_nodes) {
+  Choice best;
+  uint64_t ties = 0;
+  const double eps = policy.tieEpsilon();
+  const bool all_choices = policy.wantsGpuChoices();
+  for (size_t n = 0; n < cluster.size(); ++n) {
+    std::vector<TaskAllocation> cands = candidateAllocations(cluster, n, task, all_choices);
+    if (cands.empty()) continue;
+    // The node's own best choice: highest score, first one on equal scores.
+    size_t pick = 0;
+    double pick_score = policy.score(cluster, task, cands[0]);
+    for (size_t c = 1; c < cands.size(); ++c) {
+      double s = policy.score(cluster, task, cands[c]);
+      if (s > pick_score + eps) {
+        pick_score = s;
+        pick = c;
+      }
+    }
+    size_t locality = datasetsHeld(cluster.node(n), task.constraints);
+    bool reused = std::find(used_nodes.begin(), used_nodes.end(), n) != used_nodes.end();
+    locality = locality * 2 + (reused ? 1 : 0);
+    bool better = false, tie = false;
+    if (!best.found || pick_score > best.score + eps) {
+      better = true;
+    } else if (pick_score >= best.score - eps) {
+      if (locality > best.locality) {
+        better = true;
+      } else if (locality == best.locality) {
+        tie = true;
+      }
+    }
+    if (better) {
+      best.found = true;
+      best.alloc = std::move(cands[pick]);
+      best.score = pick_score;
+      best.locality = locality;
+      ties = 1;
+    } else if (tie) {
+      ++ties;
+      if (random.uniform(ties) == 0) {
+        best.alloc = std::move(cands[pick]);
+        best.score = std::max(best.score, pick_score);
+      }
+    }
+  }
+  return best;
+}
+
+std::string describe(const ClusterState& cluster, const TaskAllocation& a, double score,
+                     std::string_view policy, const Constraints& c) {
+  const Node& node = cluster.node(a.node);
+  std::string s = "node " + node.name;
+  if (a.gpus.empty()) {
+    s += " (CPU only)";
+  } else {
+    s += " GPU";
+    s += a.gpus.size() > 1 ? "s " : " ";
+    for (size_t i = 0; i < a.gpus.size(); ++i) {
+      if (i) s += ",";
+      s += std::to_string(a.gpus[i].gpu_index);
+    }
+    if (a.gpus.size() == 1 && a.gpus[0].compute < 1000) {
+      s += " (slice " + std::to_string(a.gpus[0].compute) + "/1000";
+      if (a.gpus[0].memory_mib) s += ", " + std::to_string(a.gpus[0].memory_mib) + " MiB";
+      s += ")";
+    }
+    if (a.gpus.size() > 1) {
+      int worst = 0;
+      for (size_t i = 0; i < a.gpus.size(); ++i) {
+        for (size_t j = i + 1; j < a.gpus.size(); ++j) {
+          worst = std::max(worst,
+                           static_cast<int>(node.link(a.gpus[i].gpu_index, a.gpus[j].gpu_index)));
+        }
+      }
+      s += " linked by ";
+      s += linkLevelName(static_cast<LinkLevel>(worst));
+      s += " or better";
+    }
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.4g", score);
+  s += ": best " + std::string(policy) + " score " + buf;
+  size_t held = datasetsHeld(node, c);
+  if (!c.datasets.empty()) {
+    s += ", holds " + std::to_string(held) + "/" + std::to_string(c.datasets.size()) + " datasets";
+  }
+  return s;
+}
+
+// Fills reason/unsatisfiable/explanation for a request that found no place.
+void explainFailure(const ClusterState& cluster, const PlacementRequest& request,
+                    PlacementResult* out) {
+  std::set<std::string> always;  // constraints violated on every node
+  bool first = true;
+  bool some_static_ok = false;
+  for (const Node& node : cluster.nodes()) {
+    auto m = staticMismatches(node, request.task);
+    if (m.empty()) some_static_ok = true;
+    std::set<std::string> ms(m.begin(), m.end());
+    if (first) {
+      always = ms;
+      first = false;
+    } else {
+      std::set<std::string> keep;
+      for (const auto& x : always) {
+        if (ms.count(x)) keep.insert(x);
+      }
+      always.swap(keep);
+    }
+  }
+  if (cluster.size() == 0) always.insert("nodes");
+  if (!some_static_ok) {
+    out->reason = PendingReason::kConstraint;
+    out->unsatisfiable.assign(always.begin(), always.end());
+    out->explanation = "job " + request.job + " cannot run on any node of this pool: ";
+    if (always.empty()) {
+      out->explanation += "no node satisfies all constraints at once";
+    } else {
+      std::string names;
+      for (const auto& x : always)
+        names += (names.empty() ? "" : ", ") + x;
+      out->explanation += "no node satisfies " + names;
+    }
+    return;
+  }
+  out->reason = PendingReason::kResources;
+  out->explanation = "job " + request.job +
+                     " waits for resources: " + std::to_string(request.tasks) +
+                     " task(s) do not fit in what is free now";
+  if (request.scope == GangScope::kSingleServer && request.tasks > 1) {
+    out->explanation += " on a single server";
+  }
+}
+
+}  // namespace
+
+PlacementResult place(const ClusterState& cluster, const PlacementRequest& request,
+                      PlacementPolicy& policy, Random& random) {
+  PlacementResult out;
+  std::string why;
+  if (!validRequest(request, &why)) {
+    out.reason = PendingReason::kInvalid;
+    out.explanation = why;
+    return out;
+  }
+  const TaskRequest& task = request.task;
+  if (request.tasks == 1) {
+    Choice c = chooseBest(cluster, task, policy, random, {});
+    if (!c.found) {
+      explainFailure(cluster, request, &out);
+      return out;
+    }
+    out.placed = true;
+    out.explanation =
+        "task 0 -> " + describe(cluster, c.alloc, c.score, policy.name(), task.constraints);
+    out.tasks.push_back(std::move(c.alloc));
+    return out;
+  }
+  // A gang: work on a scratch copy so each task sees what the previous ones took.
+  ClusterState scratch = cluster;
+  if (request.scope == GangScope::kMultiServer) {
+    std::vector<size_t> used;
+    for (uint32_t t = 0; t < request.tasks; ++t) {
+      Choice c = chooseBest(scratch, task, policy, random, used);
+      if (!c.found || !scratch.apply(c.alloc).isOk()) {
+        explainFailure(cluster, request, &out);
+        out.tasks.clear();
+        return out;
+      }
+      if (std::find(used.begin(), used.end(), c.alloc.node) == used.end()) {
+        used.push_back(c.alloc.node);
+      }
+      if (!out.explanation.empty()) out.explanation += "; ";
+      out.explanation += "task " + std::to_string(t) + " -> " +
+                         describe(scratch, c.alloc, c.score, policy.name(), task.constraints);
+      out.tasks.push_back(std::move(c.alloc));
+    }
+    out.placed = true;
+    out.explanation = "gang of " + std::to_string(request.tasks) + " tasks on " +
+                      std::to_string(used.size()) + " server(s): " + out.explanation;
+    return out;
+  }
+  // Single server: try the whole gang on each node; the node's score is the mean of its tasks'.
+  bool found = false;
+  double best_score = 0;
+  size_t best_locality = 0;
+  uint64_t ties = 0;
+  std::vector<TaskAllocation> best_tasks;
+  const double eps = policy.tieEpsilon();
+  for (size_t n = 0; n < cluster.size(); ++n) {
+    if (!fitsNow(cluster.node(n), task)) continue;
+    std::vector<TaskAllocation> tasks;
+    double sum = 0;
+    bool ok = true;
+    for (uint32_t t = 0; t < request.tasks && ok; ++t) {
+      auto cands = candidateAllocations(scratch, n, task, policy.wantsGpuChoices());
+      if (cands.empty()) {
+        ok = false;
+        break;
+      }
+      size_t pick = 0;
+      double pick_score = policy.score(scratch, task, cands[0]);
+      for (size_t c = 1; c < cands.size(); ++c) {
+        double s = policy.score(scratch, task, cands[c]);
+        if (s > pick_score + eps) {
+          pick_score = s;
+          pick = c;
+        }
+      }
+      sum += pick_score;
+      ok = scratch.apply(cands[pick]).isOk();
+      if (ok) tasks.push_back(std::move(cands[pick]));
+    }
+    for (const auto& a : tasks)
+      (void)scratch.release(a);
+    if (!ok) continue;
+    double score = sum / request.tasks;
+    size_t locality = datasetsHeld(cluster.node(n), task.constraints);
+    bool better = !found || score > best_score + eps ||
+                  (score >= best_score - eps && locality > best_locality);
+    bool tie = !better && score >= best_score - eps && locality == best_locality;
+    if (better) {
+      found = true;
+      best_score = score;
+      best_locality = locality;
+      best_tasks = std::move(tasks);
+      ties = 1;
+    } else if (tie && random.uniform(++ties) == 0) {
+      best_tasks = std::move(tasks);
+    }
+  }
+  if (!found) {
+    explainFailure(cluster, request, &out);
+    return out;
+  }
+  out.placed = true;
+  out.explanation = "gang of " + std::to_string(request.tasks) + " tasks on one server: ";
+  for (size_t t = 0; t < best_tasks.size(); ++t) {
+    if (t) out.explanation += "; ";
+    out.explanation +=
+        "task " + std::to_string(t) + " -> " +
+        describe(cluster, best_tasks[t], best_score, policy.name(), task.constraints);
+  }
+  out.tasks = std::move(best_tasks);
+  return out;
+}
+
+}  // namespace gpool::sched

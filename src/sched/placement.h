@@ -1,0 +1,118 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/random.h"
+#include "sched/cluster.h"
+
+// Placement: which node and which GPUs (or slices of one GPU) a job's tasks get. Feasibility
+// is checked on every constraint; among feasible candidates a pluggable PlacementPolicy scores
+// and the best wins (ties broken with the caller's Random, so a run is reproducible from its
+// seed). Pure computation: no I/O, no clock.
+namespace gpool::sched {
+
+// Hard constraints on where a task may run, plus soft preferences.
+struct Constraints {
+  std::vector<std::string> gpu_models;             // allowed GPU models; empty = any
+  uint32_t min_compute_capability = 0;             // major*10 + minor; 0 = any
+  uint64_t min_gpu_memory_mib = 0;                 // minimum total memory of each GPU used; 0 = any
+  std::map<std::string, std::string> node_labels;  // every label must match exactly
+  // Soft: nodes holding more of these datasets are preferred among equally good candidates.
+  std::vector<std::string> datasets;
+};
+
+// What one task needs. `gpus` is in thousandths: 0 = CPU only; 1..999 = one slice of one GPU
+// (its compute share is `gpus` unless `gpu_compute` says otherwise); N*1000 = N whole GPUs
+// (each taken entirely: all its memory and compute). Any other value is invalid.
+struct TaskRequest {
+  uint32_t gpus = 0;
+  uint64_t gpu_memory_mib = 0;  // a slice: the memory quota; whole GPUs: a minimum per GPU
+  uint32_t gpu_compute = 0;     // a slice: compute thousandths; 0 = same as `gpus`
+  uint64_t cpu_millis = 0;
+  uint64_t ram_mib = 0;
+  Constraints constraints;
+
+  bool isSlice() const { return gpus > 0 && gpus < 1000; }
+  uint32_t wholeGpus() const { return gpus >= 1000 ? gpus / 1000 : 0; }
+  // The compute thousandths taken from each GPU used.
+  uint32_t computePerGpu() const;
+};
+
+enum class GangScope : uint8_t {
+  kSingleServer,  // every task on the same node
+  kMultiServer,   // tasks may spread over nodes
+};
+
+// A job to place: `tasks` identical tasks, all or nothing (a gang).
+struct PlacementRequest {
+  std::string job;  // for explanations only
+  TaskRequest task;
+  uint32_t tasks = 1;
+  GangScope scope = GangScope::kMultiServer;
+};
+
+// Why a job could not be placed (Slurm-style pending reasons).
+enum class PendingReason : uint8_t {
+  kNone,        // placed
+  kInvalid,     // the request itself is malformed (e.g. gpus = 1500)
+  kConstraint,  // some constraint is satisfied by no node of the pool at all
+  kResources,   // nodes satisfy every constraint, but not enough is free right now
+};
+
+std::string_view pendingReasonName(PendingReason reason);
+
+struct PlacementResult {
+  bool placed = false;
+  std::vector<TaskAllocation> tasks;  // one per task when placed
+  // Human-readable: where each task went and why (score, link level, locality), or why not.
+  std::string explanation;
+  PendingReason reason = PendingReason::kNone;
+  // With kConstraint: the names of the constraints that no node satisfies, e.g. "gpu_model",
+  // "min_compute_capability", "min_gpu_memory", "node_label:zone=a", "gpu_count", "cpu", "ram".
+  std::vector<std::string> unsatisfiable;
+};
+
+// A scoring policy: given a feasible candidate (one task on one node with a concrete choice of
+// GPUs), returns how good it is; the highest score wins. A policy may keep caches keyed on
+// ClusterState::nodeVersion, hence score() is non-const.
+//
+// Thread-safety: none; one instance per thread.
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+  // Stable display name, e.g. "FGD", "BestFit".
+  virtual std::string_view name() const = 0;
+  virtual double score(const ClusterState& cluster, const TaskRequest& task,
+                       const TaskAllocation& candidate) = 0;
+  // When true, place() offers every distinct GPU choice within a node (e.g. each partly used
+  // GPU for a slice); otherwise only one canonical choice per node (the default choice:
+  // best-fitting GPU for a slice, best-connected set for whole GPUs).
+  virtual bool wantsGpuChoices() const { return false; }
+  // Candidates whose scores differ by less than this count as ties (broken at random).
+  virtual double tieEpsilon() const { return 1e-9; }
+};
+
+// Places all tasks of `request` or none. `cluster` is not modified (the caller applies the
+// returned allocations). Soft data locality breaks ties among the best-scored candidates
+// (after the policy, before randomness).
+PlacementResult place(const ClusterState& cluster, const PlacementRequest& request,
+                      PlacementPolicy& policy, Random& random);
+
+// Feasibility of one task on one node, ignoring what is allocated (static constraints only).
+// Returns the name of the first violated constraint, or an empty string.
+std::string staticMismatch(const Node& node, const TaskRequest& task);
+// Whether the task fits on the node right now (static constraints and free resources).
+bool fitsNow(const Node& node, const TaskRequest& task);
+
+// Enumerates the GPU choices for one task on one node (empty when it does not fit). With
+// `all_choices` false, returns at most one: the canonical choice described above.
+std::vector<TaskAllocation> candidateAllocations(const ClusterState& cluster, size_t node,
+                                                 const TaskRequest& task, bool all_choices);
+
+}  // namespace gpool::sched
