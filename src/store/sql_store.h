@@ -1,0 +1,161 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "store/sql.h"
+#include "store/store.h"
+
+namespace gpool::store {
+
+// A bounded pool of connections. `acquire` blocks until one is free; a connection that broke
+// is dropped on release and a new one is opened on the next acquire.
+//
+// Thread-safety: safe from any thread.
+class ConnectionPool {
+ public:
+  using Factory = std::function<Result<std::unique_ptr<SqlConnection>>()>;
+
+  ConnectionPool(Factory factory, size_t max_size);
+  ~ConnectionPool();
+
+  class Lease {
+   public:
+    Lease(ConnectionPool* pool, std::unique_ptr<SqlConnection> conn)
+        : pool_(pool), conn_(std::move(conn)) {}
+    Lease(Lease&&) noexcept = default;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (pool_ && conn_) pool_->release(std::move(conn_));
+    }
+    SqlConnection& operator*() const { return *conn_; }
+    SqlConnection* operator->() const { return conn_.get(); }
+
+   private:
+    ConnectionPool* pool_;
+    std::unique_ptr<SqlConnection> conn_;
+  };
+
+  Result<Lease> acquire();
+
+ private:
+  void release(std::unique_ptr<SqlConnection> conn);
+
+  Factory factory_;
+  size_t max_size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<SqlConnection>> idle_;  // GUARDED_BY(mu_)
+  size_t open_ = 0;                                   // GUARDED_BY(mu_): idle + leased
+};
+
+// The statements of one transaction on one leased connection. Created by SqlStore::transact.
+class Txn {
+ public:
+  Txn(SqlConnection& conn, std::atomic<int>& fail_countdown)
+      : conn_(conn), fail_countdown_(fail_countdown) {}
+  Result<SqlRows> query(std::string_view sql, const std::vector<SqlParam>& params = {});
+  Status exec(std::string_view sql, const std::vector<SqlParam>& params = {}) {
+    auto r = query(sql, params);
+    return r.ok() ? Status::ok() : r.status();
+  }
+  Dialect dialect() const { return conn_.dialect(); }
+
+ private:
+  SqlConnection& conn_;
+  std::atomic<int>& fail_countdown_;
+};
+
+// The Store implementation shared by SqliteStore and PostgresStore: every operation is SQL
+// that both databases accept, run in one transaction on a pooled connection.
+class SqlStore : public Store {
+ public:
+  ~SqlStore() override;
+
+  // Runs `fn` in one transaction: BEGIN (IMMEDIATE for SQLite writes, so that the write lock is
+  // taken up front and a busy database fails fast instead of deadlocking), COMMIT when `fn`
+  // returns OK, ROLLBACK otherwise. Retries the whole transaction a few times on Aborted
+  // (busy / serialisation failure), so `fn` must be safe to run again.
+  Status transact(bool write, const std::function<Status(Txn&)>& fn);
+
+  // Runs raw SQL outside any transaction; for tests that tamper with the database.
+  Status execForTest(std::string_view sql);
+
+  // Store
+  Result<int32_t> schemaVersion() override;
+  Result<std::vector<int64_t>> submitJobs(const std::vector<NewJob>& jobs, TimePoint now) override;
+  Result<JobRecord> getJob(int64_t id) override;
+  Result<JobPage> listJobs(const JobFilter& filter) override;
+  Result<std::vector<JobEvent>> jobEvents(int64_t job_id) override;
+  Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json, TimePoint now,
+                                  const std::string& reason) override;
+  Status recordStart(int64_t job_id, int64_t epoch, TimePoint now) override;
+  Status recordEnd(int64_t job_id, const std::string& end_state, std::optional<int32_t> exit_code,
+                   TimePoint now, const std::string& reason) override;
+  Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
+                          const std::string& reason) override;
+  Status transitionJob(const JobTransition& transition) override;
+  Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) override;
+  Status upsertNode(const NodeRecord& node) override;
+  Result<NodeRecord> getNode(const std::string& name) override;
+  Result<std::vector<NodeRecord>> listNodes() override;
+  Status deleteNode(const std::string& name) override;
+  Status upsertGpu(const GpuRecord& gpu) override;
+  Result<std::vector<GpuRecord>> listGpus(const std::string& node) override;
+  Status upsertUser(const UserRecord& user) override;
+  Result<UserRecord> getUser(const std::string& name) override;
+  Result<std::vector<UserRecord>> listUsers() override;
+  Status upsertGroup(const GroupRecord& group) override;
+  Result<GroupRecord> getGroup(const std::string& name) override;
+  Result<std::vector<GroupRecord>> listGroups() override;
+  Status setQuota(const QuotaRecord& quota, const std::string& actor) override;
+  Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) override;
+  Result<std::vector<QuotaRecord>> listQuotas() override;
+  Status upsertQos(const QosRecord& qos) override;
+  Result<std::vector<QosRecord>> listQos() override;
+  Result<int64_t> createToken(const TokenRecord& token) override;
+  Result<TokenRecord> findToken(const std::string& hash) override;
+  Status revokeToken(int64_t id, TimePoint now) override;
+  Result<std::vector<TokenRecord>> listTokens(const std::string& user) override;
+  Result<std::vector<UsageRecord>> usageOfJob(int64_t job_id) override;
+  Result<std::vector<UsageRow>> usageReport(UsageGrouping grouping, TimePoint from,
+                                            TimePoint to) override;
+  Status recordTelemetry(const std::vector<TelemetrySample>& samples) override;
+  Result<std::vector<TelemetrySample>> gpuTelemetry(const std::string& gpu_uuid,
+                                                    TelemetryResolution resolution, TimePoint from,
+                                                    TimePoint to) override;
+  Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id, TimePoint from,
+                                                    TimePoint to) override;
+  Status pruneTelemetry(TimePoint now, const TelemetryRetention& retention) override;
+  void failStatementForTest(int n) override { fail_countdown_.store(n); }
+
+ protected:
+  SqlStore(Dialect dialect, ConnectionPool::Factory factory, size_t pool_size);
+  // Creates or upgrades the schema; refuses a database newer than kSchemaVersion.
+  Status migrate();
+
+ private:
+  Status changeJobState(Txn& tx, int64_t job_id, const std::vector<std::string>& from_states,
+                        const std::string& to_state, TimePoint now, const std::string& reason,
+                        JobRecord* before);
+
+  Dialect dialect_;
+  ConnectionPool pool_;
+  std::atomic<int> fail_countdown_{0};
+};
+
+// The schema migrations, in order: migration i (1-based) moves version i-1 to i. Exposed for
+// docs and tests.
+struct Migration {
+  int32_t version;
+  std::string description;
+  std::string sql;  // one or more statements
+};
+std::vector<Migration> migrationsFor(Dialect dialect);
+
+}  // namespace gpool::store

@@ -1,0 +1,313 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/status.h"
+
+// The controller's durable state: jobs and their event history, nodes, GPUs, users, groups,
+// quotas, QoS levels, API tokens, usage records and telemetry history.
+//
+// The store keeps each domain object's full description as JSON text (written and read by the
+// api layer, never interpreted here) next to the few columns that are indexed or that the
+// store itself needs (owner, state, times, GPU share for accounting). Two implementations share
+// one SQL layer: SqliteStore (sqlite_store.h, the embedded default) and PostgresStore
+// (postgres_store.h). Schema, migrations and durability choices: docs/store.md.
+namespace gpool::store {
+
+// Job states are stored as the Slurm names the api layer uses ("PENDING", "RUNNING", ...). The
+// store does not own the state machine (the controller's lifecycle does); it enforces only
+// that each transition starts from the state the caller expects, atomically, so that two
+// writers can never both move the same job.
+inline constexpr const char* kStatePending = "PENDING";
+inline constexpr const char* kStateRunning = "RUNNING";
+
+struct NewJob {
+  std::string user;
+  std::string group;
+  std::string spec_json;  // the api's JobSpec, as JSON text
+  // GPUs the job holds while it runs, in thousandths (units.h); usage is counted from it.
+  uint32_t gpu_thousandths = 0;
+  int32_t priority = 0;
+  std::optional<int64_t> array_parent;  // id of the array's first job, for array elements
+  std::optional<int32_t> array_index;
+};
+
+struct JobRecord {
+  int64_t id = 0;
+  std::string user;
+  std::string group;
+  std::string state;
+  std::string spec_json;
+  uint32_t gpu_thousandths = 0;
+  int32_t priority = 0;
+  std::optional<int64_t> array_parent;
+  std::optional<int32_t> array_index;
+  TimePoint submit_time{};
+  std::optional<TimePoint> start_time;  // set by recordStart, cleared by a requeue
+  std::optional<TimePoint> end_time;
+  std::string placement_json;  // where the job runs; empty while it has no placement
+  // Fencing epoch: incremented by every placement, so an agent holding an older assignment
+  // can be told it no longer owns the job.
+  int64_t epoch = 0;
+  std::optional<int32_t> exit_code;
+  std::string reason;  // the reason of the latest transition (pending reason, failure cause)
+  int32_t requeue_count = 0;
+};
+
+struct JobEvent {
+  int64_t seq = 0;  // increases with every event in the store
+  int64_t job_id = 0;
+  TimePoint time{};
+  std::string from_state;  // empty for the submission
+  std::string to_state;
+  std::string reason;
+};
+
+// Filters of listJobs. Empty fields match everything.
+struct JobFilter {
+  std::optional<std::string> user;
+  std::optional<std::string> group;
+  std::vector<std::string> states;
+  std::optional<int64_t> array_parent;
+  // Keyset paging: only jobs with an id greater than `after_id` (0 = from the start). Ids
+  // only grow, so a page boundary never moves when jobs are submitted between two pages.
+  int64_t after_id = 0;
+  int32_t limit = 100;  // 1..kMaxPageSize
+};
+inline constexpr int32_t kMaxPageSize = 10'000;
+
+struct JobPage {
+  std::vector<JobRecord> jobs;  // ascending id
+  // Pass as `after_id` for the next page; nullopt when this page was the last.
+  std::optional<int64_t> next_after_id;
+};
+
+// A general transition, for the lifecycle's less common moves (hold, cancel, COMPLETING...).
+struct JobTransition {
+  int64_t job_id = 0;
+  std::vector<std::string> from_states;  // the job must be in one of these
+  std::string to_state;
+  TimePoint time{};
+  std::string reason;
+};
+
+struct NodeRecord {
+  std::string name;
+  std::string state;      // IDLE, MIXED, ALLOCATED, DRAINING, DRAINED, DOWN
+  std::string info_json;  // the api's Node description
+  std::optional<TimePoint> last_heartbeat;
+};
+
+struct GpuRecord {
+  std::string uuid;
+  std::string node;  // must name an existing node
+  int32_t index = 0;
+  std::string model;
+  uint64_t memory_mib = 0;
+  std::string info_json;
+};
+
+struct UserRecord {
+  std::string name;
+  std::optional<int64_t> uid;
+  std::string role;  // user, group_admin, admin
+  std::string info_json;
+};
+
+struct GroupRecord {
+  std::string name;
+  std::optional<int64_t> gid;
+  std::string info_json;
+};
+
+enum class QuotaSubject { kUser, kGroup };
+
+struct QuotaRecord {
+  QuotaSubject subject = QuotaSubject::kUser;
+  std::string name;         // the user's or group's name
+  std::string limits_json;  // the api's Quota
+  TimePoint updated{};
+};
+
+struct QosRecord {
+  std::string name;
+  int32_t priority = 0;
+  std::string info_json;
+};
+
+// API tokens are stored only as hashes; the token itself is shown once to its owner.
+struct TokenRecord {
+  int64_t id = 0;  // assigned by createToken
+  std::string user;
+  std::string hash;  // hex digest; unique
+  std::string description;
+  TimePoint created{};
+  std::optional<TimePoint> expires;
+  std::optional<TimePoint> revoked;
+};
+
+// One closed interval of GPU use by one job. GPU-hours are counted by slice: a job holding
+// 250 thousandths for an hour used 0.25 GPU-hours.
+struct UsageRecord {
+  int64_t job_id = 0;
+  std::string user;
+  std::string group;
+  uint32_t gpu_thousandths = 0;
+  TimePoint start{};
+  TimePoint end{};
+};
+
+enum class UsageGrouping { kUser, kGroup };
+
+struct UsageRow {
+  std::string key;  // user or group name
+  double gpu_hours = 0;
+  int64_t jobs = 0;  // distinct jobs with use in the period
+};
+
+// One telemetry sample of one GPU. `job_id` names the job on the GPU when there is exactly one.
+struct TelemetrySample {
+  std::string gpu_uuid;
+  std::optional<int64_t> job_id;
+  TimePoint time{};
+  double util_percent = 0;
+  double memory_used_mib = 0;
+  double temperature_c = 0;
+  double power_w = 0;
+};
+
+// Telemetry is kept at three resolutions (see pruneTelemetry); queries read the finest that
+// covers the period asked for.
+enum class TelemetryResolution { kRaw, kFiveMinutes, kHourly };
+
+struct TelemetryRetention {
+  Micros raw{std::chrono::hours(1)};            // raw samples (about one a minute)
+  Micros five_minutes{std::chrono::hours(24)};  // 5-minute averages
+  Micros hourly{std::chrono::hours(24 * 90)};   // hourly averages
+};
+
+// Store is the controller's persistence interface.
+//
+// Durability: every mutating call is one transaction. When it returns OK, its effects and the
+// event rows written with it are durable (committed and synced to disk as configured; the
+// defaults survive a process crash and, for SQLite with synchronous=FULL, a power loss). When it
+// returns an error, nothing of it was written.
+//
+// Thread-safety: all methods may be called from any thread concurrently. SqliteStore runs one
+// call at a time (one writer); PostgresStore runs up to its pool size at once.
+//
+// Errors: NotFound for a missing id or name, FailedPrecondition for a transition from a state
+// the job is not in, AlreadyExists for a duplicate unique key, InvalidArgument for bad
+// arguments, Unavailable / IoError when the database fails.
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Schema version of the open database (equals kSchemaVersion after open).
+  virtual Result<int32_t> schemaVersion() = 0;
+
+  // ---- jobs
+  // Inserts the jobs in PENDING with one "submitted" event each, all in one transaction, and
+  // returns their ids in order. An array's elements name the first element's id as parent;
+  // when `NewJob::array_parent` is -1 the parent is the first job of this batch.
+  virtual Result<std::vector<int64_t>> submitJobs(const std::vector<NewJob>& jobs,
+                                                  TimePoint now) = 0;
+  virtual Result<JobRecord> getJob(int64_t id) = 0;
+  virtual Result<JobPage> listJobs(const JobFilter& filter) = 0;
+  // Events of one job, oldest first.
+  virtual Result<std::vector<JobEvent>> jobEvents(int64_t job_id) = 0;
+
+  // PENDING -> RUNNING: stores the placement, increments the fencing epoch; returns the new
+  // epoch.
+  virtual Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json,
+                                          TimePoint now, const std::string& reason) = 0;
+  // The agent reported the job's processes started: sets start_time (RUNNING stays RUNNING;
+  // an event records it). `epoch` must equal the job's current epoch (fencing).
+  virtual Status recordStart(int64_t job_id, int64_t epoch, TimePoint now) = 0;
+  // RUNNING or COMPLETING (or PENDING, for a cancel) -> `end_state` (a terminal state). Writes
+  // the usage record of the run in the same transaction when the job had started.
+  virtual Status recordEnd(int64_t job_id, const std::string& end_state,
+                           std::optional<int32_t> exit_code, TimePoint now,
+                           const std::string& reason) = 0;
+  // RUNNING -> PENDING (requeue) or -> PREEMPTED (when `requeue` is false): records the usage
+  // so far, clears the placement and start time, and counts the requeue.
+  virtual Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
+                                  const std::string& reason) = 0;
+  virtual Status transitionJob(const JobTransition& transition) = 0;
+  // Jobs in any of `states` (all states when empty), for rebuilding the controller's view on
+  // restart. Ascending id.
+  virtual Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) = 0;
+
+  // ---- nodes and GPUs
+  virtual Status upsertNode(const NodeRecord& node) = 0;
+  virtual Result<NodeRecord> getNode(const std::string& name) = 0;
+  virtual Result<std::vector<NodeRecord>> listNodes() = 0;
+  // Removes the node and its GPUs.
+  virtual Status deleteNode(const std::string& name) = 0;
+  virtual Status upsertGpu(const GpuRecord& gpu) = 0;
+  // GPUs of one node, or of all nodes when `node` is empty; ordered by node, index.
+  virtual Result<std::vector<GpuRecord>> listGpus(const std::string& node) = 0;
+
+  // ---- users, groups, quotas, QoS
+  virtual Status upsertUser(const UserRecord& user) = 0;
+  virtual Result<UserRecord> getUser(const std::string& name) = 0;
+  virtual Result<std::vector<UserRecord>> listUsers() = 0;
+  virtual Status upsertGroup(const GroupRecord& group) = 0;
+  virtual Result<GroupRecord> getGroup(const std::string& name) = 0;
+  virtual Result<std::vector<GroupRecord>> listGroups() = 0;
+  // Sets (replaces) a quota and writes an audit event naming `actor`, in one transaction. The
+  // user or group must exist.
+  virtual Status setQuota(const QuotaRecord& quota, const std::string& actor) = 0;
+  virtual Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) = 0;
+  virtual Result<std::vector<QuotaRecord>> listQuotas() = 0;
+  virtual Status upsertQos(const QosRecord& qos) = 0;
+  virtual Result<std::vector<QosRecord>> listQos() = 0;
+
+  // ---- API tokens
+  // Returns the new token's id. AlreadyExists when the hash is already stored.
+  virtual Result<int64_t> createToken(const TokenRecord& token) = 0;
+  // The token with this hash, revoked or not (the caller checks `revoked` and `expires`).
+  virtual Result<TokenRecord> findToken(const std::string& hash) = 0;
+  virtual Status revokeToken(int64_t id, TimePoint now) = 0;
+  virtual Result<std::vector<TokenRecord>> listTokens(const std::string& user) = 0;
+
+  // ---- accounting
+  virtual Result<std::vector<UsageRecord>> usageOfJob(int64_t job_id) = 0;
+  // GPU-hours per user or group over [from, to), counting only the part of each record that
+  // lies inside the period. Ordered by key.
+  virtual Result<std::vector<UsageRow>> usageReport(UsageGrouping grouping, TimePoint from,
+                                                    TimePoint to) = 0;
+
+  // ---- telemetry history
+  virtual Status recordTelemetry(const std::vector<TelemetrySample>& samples) = 0;
+  // Samples of one GPU in [from, to) at `resolution` (averages carry the bucket's start time and
+  // the job only when one job held the GPU for the whole bucket). Ascending time.
+  virtual Result<std::vector<TelemetrySample>> gpuTelemetry(const std::string& gpu_uuid,
+                                                            TelemetryResolution resolution,
+                                                            TimePoint from, TimePoint to) = 0;
+  // Raw samples of one job (all GPUs) in [from, to), ascending time.
+  virtual Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id, TimePoint from,
+                                                            TimePoint to) = 0;
+  // Downsamples and bounds the history: raw samples older than `retention.raw` are folded
+  // into 5-minute averages, those older than `retention.five_minutes` into hourly ones, and
+  // hourly ones older than `retention.hourly` are deleted. One transaction; idempotent.
+  virtual Status pruneTelemetry(TimePoint now, const TelemetryRetention& retention) = 0;
+
+  // ---- test hooks
+  // Makes the `n`-th SQL statement from now (1 = the next one) fail with an IoError, so tests
+  // can check that a failure inside a transaction leaves nothing half-written. 0 disables.
+  virtual void failStatementForTest(int n) = 0;
+};
+
+using StorePtr = std::unique_ptr<Store>;
+
+// The schema version this binary writes. A store with a newer version is refused on open.
+inline constexpr int32_t kSchemaVersion = 1;
+
+}  // namespace gpool::store
