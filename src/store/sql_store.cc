@@ -951,6 +951,32 @@ Result<std::vector<QuotaRecord>> SqlStore::listQuotas() {
   return quotas;
 }
 
+Result<std::vector<AuditEvent>> SqlStore::auditEvents(int64_t after_seq, int32_t limit) {
+  if (limit < 1 || limit > kMaxPageSize) {
+    return Status::invalidArgument("limit must be in 1.." + std::to_string(kMaxPageSize) +
+                                   ", not " + std::to_string(limit));
+  }
+  std::vector<AuditEvent> out;
+  if (Status txn_status = transact(
+          false,
+          [&](Txn& tx) -> Status {
+            GPOOL_ASSIGN_OR_RETURN(auto rows,
+                                   tx.query("SELECT seq, time, actor, action, subject, detail FROM "
+                                            "audit_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                                            {after_seq, int64_t{limit}}));
+            out.clear();
+            for (const auto& r : rows) {
+              out.push_back(AuditEvent{r.integer(0), fromUnixMicros(r.integer(1)), r.text(2),
+                                       r.text(3), r.text(4), r.text(5)});
+            }
+            return Status::ok();
+          });
+      !txn_status.isOk()) {
+    return txn_status;
+  }
+  return out;
+}
+
 Status SqlStore::upsertQos(const QosRecord& qos) {
   if (qos.name.empty()) return Status::invalidArgument("upsertQos: empty QoS name");
   return transact(true, [&](Txn& tx) -> Status {

@@ -116,6 +116,7 @@ class SqlStore : public Store {
   Status setQuota(const QuotaRecord& quota, const std::string& actor) override;
   Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) override;
   Result<std::vector<QuotaRecord>> listQuotas() override;
+  Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) override;
   Status upsertQos(const QosRecord& qos) override;
   Result<std::vector<QosRecord>> listQos() override;
   Result<int64_t> createToken(const TokenRecord& token) override;

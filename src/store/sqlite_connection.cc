@@ -19,6 +19,7 @@ std::string toSqliteParams(std::string_view sql) {
 
 Status sqliteError(sqlite3* db, int rc, std::string_view what) {
   std::string msg = std::string(what) + ": " + sqlite3_errmsg(db);
+  if (rc == (rc & 0xff) && db) rc = sqlite3_extended_errcode(db);
   switch (rc & 0xff) {
     case SQLITE_CONSTRAINT:
       if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
@@ -138,6 +139,7 @@ Result<std::unique_ptr<SqlConnection>> openSqliteConnection(const std::string& p
     return Status::ioError("Failed to open sqlite store '" + path + "': " + msg);
   }
   auto conn = std::make_unique<SqliteConnection>(db);
+  sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, busy_timeout_ms);
   // WAL: readers never block the writer and a commit is one append + fsync of the log.
   // foreign_keys: the schema's references are enforced (off by default in SQLite).

@@ -135,6 +135,16 @@ struct QuotaRecord {
   TimePoint updated{};
 };
 
+// A change to something other than a job (quota changes), written in the same transaction.
+struct AuditEvent {
+  int64_t seq = 0;
+  TimePoint time{};
+  std::string actor;
+  std::string action;   // e.g. "set_quota"
+  std::string subject;  // e.g. "user:alice"
+  std::string detail;   // the new value, as JSON text
+};
+
 struct QosRecord {
   std::string name;
   int32_t priority = 0;
@@ -266,6 +276,8 @@ class Store {
   virtual Status setQuota(const QuotaRecord& quota, const std::string& actor) = 0;
   virtual Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) = 0;
   virtual Result<std::vector<QuotaRecord>> listQuotas() = 0;
+  // Audit events with seq > `after_seq`, oldest first, at most `limit` (1..kMaxPageSize).
+  virtual Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) = 0;
   virtual Status upsertQos(const QosRecord& qos) = 0;
   virtual Result<std::vector<QosRecord>> listQos() = 0;
 

@@ -1,0 +1,263 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "store/postgres_store.h"
+#include "store/sqlite_store.h"
+#include "store/store_test_fixture.h"
+
+namespace gpool::store::testing {
+namespace {
+
+TimePoint at(int64_t seconds) {
+  return fromUnixSeconds(1'700'000'000 + seconds);
+}
+
+NewJob job(const std::string& user) {
+  NewJob j;
+  j.user = user;
+  j.group = "g";
+  j.gpu_thousandths = 1000;
+  j.spec_json = "{}";
+  return j;
+}
+
+size_t countJobs(Store& store) {
+  auto all = store.jobsInStates({});
+  EXPECT_TRUE(all.ok()) << all.status().toString();
+  return all.ok() ? all->size() : 0;
+}
+
+using DurabilityTest = StoreTest;
+
+TEST_P(DurabilityTest, MigratesFromEmptyAndReopensWithoutLosingData) {
+  auto version = store().schemaVersion();
+  ASSERT_TRUE(version.ok()) << version.status().toString();
+  EXPECT_EQ(*version, kSchemaVersion);
+  auto ids = store().submitJobs({job("a"), job("b")}, at(0));
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(store().upsertNode({"n1", "IDLE", "{}", at(1)}).isOk());
+  reopen();
+  version = store().schemaVersion();
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, kSchemaVersion);
+  EXPECT_EQ(countJobs(store()), 2u);
+  auto node = store().getNode("n1");
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(node->last_heartbeat, at(1));
+  // Ids continue after a restart; none is reused.
+  auto more = store().submitJobs({job("c")}, at(2));
+  ASSERT_TRUE(more.ok());
+  EXPECT_GT(more->at(0), ids->at(1));
+}
+
+TEST_P(DurabilityTest, RefusesAStoreWrittenByANewerBinary) {
+  ASSERT_TRUE(store().execForTest("UPDATE schema_version SET version = 99 WHERE id = 1").isOk());
+  store_.reset();
+  auto reopened = openStore();
+  ASSERT_FALSE(reopened.ok());
+  EXPECT_EQ(reopened.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(reopened.status().message().find("newer"), std::string::npos)
+      << reopened.status().message();
+  // It left the database alone.
+  ASSERT_TRUE(openStore().status().code() == StatusCode::kFailedPrecondition);
+}
+
+TEST_P(DurabilityTest, EachMigrationHasAVersionAndSql) {
+  auto migrations =
+      migrationsFor(backend() == Backend::kSqlite ? Dialect::kSqlite : Dialect::kPostgres);
+  ASSERT_EQ(static_cast<int32_t>(migrations.size()), kSchemaVersion);
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    EXPECT_EQ(migrations[i].version, static_cast<int32_t>(i + 1));
+    EXPECT_FALSE(migrations[i].sql.empty());
+    EXPECT_EQ(migrations[i].sql.find('{'), std::string::npos) << "unexpanded placeholder";
+  }
+}
+
+TEST_P(DurabilityTest, InjectedFailureMidTransactionLeavesNothingHalfWritten) {
+  // A batch of 5 jobs is 10 statements (job + event each); fail the 7th.
+  store().failStatementForTest(7);
+  auto ids = store().submitJobs({job("a"), job("a"), job("a"), job("a"), job("a")}, at(0));
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(countJobs(store()), 0u);
+
+  auto one = store().submitJobs({job("b")}, at(1));
+  ASSERT_TRUE(one.ok());
+  int64_t id = one->at(0);
+  ASSERT_TRUE(store().recordPlacement(id, "{}", at(2), "placed").ok());
+  ASSERT_TRUE(store().recordStart(id, 1, at(3)).isOk());
+  // recordEnd: load, update state, event, end time, usage. Fail at the usage row: the state
+  // change and its event written before it must be rolled back too.
+  store().failStatementForTest(5);
+  EXPECT_EQ(store().recordEnd(id, "FAILED", 1, at(4000), "exit 1").code(), StatusCode::kIoError);
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "RUNNING");
+  EXPECT_FALSE(got->end_time.has_value());
+  EXPECT_EQ(store().jobEvents(id)->size(), 3u);
+  EXPECT_TRUE(store().usageOfJob(id)->empty());
+  // And the same call succeeds once the fault is gone.
+  ASSERT_TRUE(store().recordEnd(id, "FAILED", 1, at(4000), "exit 1").isOk());
+  EXPECT_EQ(store().jobEvents(id)->size(), 4u);
+  EXPECT_EQ(store().usageOfJob(id)->size(), 1u);
+
+  // A quota change and its audit row go together as well.
+  ASSERT_TRUE(store().upsertUser({"carl", 1001, "user", "{}"}).isOk());
+  store().failStatementForTest(3);
+  EXPECT_FALSE(
+      store().setQuota({QuotaSubject::kUser, "carl", R"({"gpus":2})", at(5)}, "root").isOk());
+  EXPECT_EQ(store().getQuota(QuotaSubject::kUser, "carl").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store().auditEvents(0, 10)->empty());
+}
+
+TEST_P(DurabilityTest, ConcurrentWritersLoseNothing) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 25;
+  std::vector<std::vector<int64_t>> ids(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        auto r = store().submitJobs({job("user" + std::to_string(t))}, at(i));
+        if (r.ok()) ids[t].push_back(r->at(0));
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  std::set<int64_t> all;
+  for (const auto& v : ids) {
+    EXPECT_EQ(v.size(), static_cast<size_t>(kPerThread));
+    all.insert(v.begin(), v.end());
+  }
+  EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * kPerThread));
+  EXPECT_EQ(countJobs(store()), all.size());
+}
+
+TEST_P(DurabilityTest, ConcurrentPlacementsOfOneJobExactlyOneWins) {
+  for (int round = 0; round < 5; ++round) {
+    auto ids = store().submitJobs({job("z")}, at(round));
+    ASSERT_TRUE(ids.ok());
+    int64_t id = ids->at(0);
+    std::atomic<int> wins{0};
+    std::atomic<int> refused{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        auto r = store().recordPlacement(id, "{\"node\":\"n" + std::to_string(t) + "\"}", at(round),
+                                         "placed");
+        if (r.ok()) {
+          ++wins;
+        } else if (r.status().code() == StatusCode::kFailedPrecondition) {
+          ++refused;
+        }
+      });
+    }
+    for (auto& th : threads)
+      th.join();
+    EXPECT_EQ(wins.load(), 1);
+    EXPECT_EQ(refused.load(), 3);
+    auto got = store().getJob(id);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->epoch, 1);
+    EXPECT_EQ(store().jobEvents(id)->size(), 2u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DurabilityTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), backendName);
+
+// SQLite only: the embedded store must keep every acknowledged commit when the controller is
+// killed at an arbitrary point. A child process submits jobs one by one and reports each id
+// once submitJobs returned; the parent kills it with SIGKILL mid-stream and checks the file.
+TEST(SqliteCrashTest, AcknowledgedSubmissionsSurviveSigkill) {
+  char tmpl[] = "/tmp/gpool-store-crash-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/gpool.db";
+  {
+    auto created = SqliteStore::open(path);
+    ASSERT_TRUE(created.ok()) << created.status().toString();
+  }
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    auto store = SqliteStore::open(path);
+    if (!store.ok()) _exit(2);
+    for (int i = 0;; ++i) {
+      auto ids = (*store)->submitJobs({job("crash")}, at(i));
+      if (!ids.ok()) _exit(3);
+      int64_t id = ids->at(0);
+      if (write(fds[1], &id, sizeof(id)) != sizeof(id)) _exit(4);
+    }
+  }
+  close(fds[1]);
+  std::vector<int64_t> acked;
+  while (acked.size() < 60) {
+    int64_t id = 0;
+    ssize_t n = read(fds[0], &id, sizeof(id));
+    ASSERT_EQ(n, static_cast<ssize_t>(sizeof(id)));
+    acked.push_back(id);
+  }
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  // Drain what the child acknowledged between the last read and its death.
+  int64_t id = 0;
+  while (read(fds[0], &id, sizeof(id)) == static_cast<ssize_t>(sizeof(id)))
+    acked.push_back(id);
+  close(fds[0]);
+
+  auto store = SqliteStore::open(path);
+  ASSERT_TRUE(store.ok()) << store.status().toString();
+  auto all = (*store)->jobsInStates({});
+  ASSERT_TRUE(all.ok());
+  std::set<int64_t> present;
+  for (const auto& j : all.value()) {
+    present.insert(j.id);
+    // Never a job without its submission event.
+    EXPECT_EQ((*store)->jobEvents(j.id)->size(), 1u) << "job " << j.id;
+  }
+  for (int64_t a : acked)
+    EXPECT_TRUE(present.count(a)) << "acknowledged job " << a << " lost";
+  // At most the one submission in flight at the kill may exist beyond the acknowledged ones.
+  EXPECT_LE(present.size(), acked.size() + 1);
+  store->reset();
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+}
+
+TEST(SqliteStoreTest, RejectsABadSynchronousSetting) {
+  char tmpl[] = "/tmp/gpool-store-opt-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  SqliteOptions options;
+  options.synchronous = "OFF";
+  auto s = SqliteStore::open(std::string(tmpl) + "/x.db", options);
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  auto bad = SqliteStore::open("/nonexistent-dir/x.db");
+  EXPECT_EQ(bad.status().code(), StatusCode::kIoError);
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+}
+
+TEST(PostgresStoreTest, UnreachableServerIsUnavailable) {
+  char tmpl[] = "/tmp/gpool-store-nopg-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  auto s = PostgresStore::open({"host=" + std::string(tmpl) + " port=5999 dbname=x", 2});
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(PostgresStore::open({"", 1}).status().code(), StatusCode::kInvalidArgument);
+  rmdir(tmpl);
+}
+
+}  // namespace
+}  // namespace gpool::store::testing

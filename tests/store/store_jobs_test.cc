@@ -1,0 +1,295 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "store/store_test_fixture.h"
+
+namespace gpool::store::testing {
+namespace {
+
+TimePoint at(int64_t seconds) {
+  return fromUnixSeconds(1'700'000'000 + seconds);
+}
+
+NewJob job(const std::string& user, const std::string& group = "ml", uint32_t gpus = 1000) {
+  NewJob j;
+  j.user = user;
+  j.group = group;
+  j.gpu_thousandths = gpus;
+  j.spec_json = R"({"command":["train.py"],"gpus":")" + std::to_string(gpus) + "\"}";
+  return j;
+}
+
+int64_t submitOne(Store& store, const NewJob& j, TimePoint now) {
+  auto ids = store.submitJobs({j}, now);
+  EXPECT_TRUE(ids.ok()) << ids.status().toString();
+  return ids.ok() ? ids->at(0) : -1;
+}
+
+using JobsTest = StoreTest;
+
+TEST_P(JobsTest, SubmitStoresEveryFieldAndASubmittedEvent) {
+  NewJob j = job("alice", "vision", 250);
+  j.priority = 7;
+  auto ids = store().submitJobs({j}, at(10));
+  ASSERT_TRUE(ids.ok()) << ids.status().toString();
+  ASSERT_EQ(ids->size(), 1u);
+  auto got = store().getJob(ids->at(0));
+  ASSERT_TRUE(got.ok()) << got.status().toString();
+  EXPECT_EQ(got->id, ids->at(0));
+  EXPECT_EQ(got->user, "alice");
+  EXPECT_EQ(got->group, "vision");
+  EXPECT_EQ(got->state, "PENDING");
+  EXPECT_EQ(got->spec_json, j.spec_json);
+  EXPECT_EQ(got->gpu_thousandths, 250u);
+  EXPECT_EQ(got->priority, 7);
+  EXPECT_EQ(got->submit_time, at(10));
+  EXPECT_FALSE(got->start_time.has_value());
+  EXPECT_FALSE(got->end_time.has_value());
+  EXPECT_FALSE(got->array_parent.has_value());
+  EXPECT_EQ(got->epoch, 0);
+
+  auto events = store().jobEvents(ids->at(0));
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ(events->at(0).from_state, "");
+  EXPECT_EQ(events->at(0).to_state, "PENDING");
+  EXPECT_EQ(events->at(0).reason, "submitted");
+  EXPECT_EQ(events->at(0).time, at(10));
+}
+
+TEST_P(JobsTest, MissingJobIsNotFound) {
+  EXPECT_EQ(store().getJob(12345).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store().jobEvents(12345).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store().recordPlacement(12345, "{}", at(0), "placed").status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
+  std::vector<NewJob> batch;
+  for (int i = 0; i < 4; ++i) {
+    NewJob j = job("bob");
+    j.array_parent = -1;
+    j.array_index = i;
+    batch.push_back(j);
+  }
+  auto ids = store().submitJobs(batch, at(0));
+  ASSERT_TRUE(ids.ok()) << ids.status().toString();
+  ASSERT_EQ(ids->size(), 4u);
+  for (size_t i = 1; i < ids->size(); ++i)
+    EXPECT_GT(ids->at(i), ids->at(i - 1));
+  auto first = store().getJob(ids->at(0));
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->array_parent.has_value());
+  for (size_t i = 1; i < 4; ++i) {
+    auto element = store().getJob(ids->at(i));
+    ASSERT_TRUE(element.ok());
+    EXPECT_EQ(element->array_parent, ids->at(0));
+    EXPECT_EQ(element->array_index, static_cast<int32_t>(i));
+  }
+  JobFilter filter;
+  filter.array_parent = ids->at(0);
+  auto page = store().listJobs(filter);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->jobs.size(), 3u);
+}
+
+TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
+  int64_t id = submitOne(store(), job("carol", "nlp", 500), at(0));
+  auto epoch = store().recordPlacement(id, R"({"node":"n1","gpus":["GPU-1"]})", at(5), "placed");
+  ASSERT_TRUE(epoch.ok()) << epoch.status().toString();
+  EXPECT_EQ(*epoch, 1);
+  // A start reported for another epoch is fenced off.
+  EXPECT_EQ(store().recordStart(id, 0, at(6)).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().recordStart(id, 1, at(10)).isOk());
+  ASSERT_TRUE(store().recordEnd(id, "COMPLETED", 0, at(10 + 7200), "exit 0").isOk());
+
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "COMPLETED");
+  EXPECT_EQ(got->placement_json, R"({"node":"n1","gpus":["GPU-1"]})");
+  EXPECT_EQ(got->start_time, at(10));
+  EXPECT_EQ(got->end_time, at(7210));
+  EXPECT_EQ(got->exit_code, 0);
+  EXPECT_EQ(got->reason, "exit 0");
+
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 4u);
+  EXPECT_EQ(events->at(1).from_state, "PENDING");
+  EXPECT_EQ(events->at(1).to_state, "RUNNING");
+  EXPECT_EQ(events->at(2).reason, "started");
+  EXPECT_EQ(events->at(3).from_state, "RUNNING");
+  EXPECT_EQ(events->at(3).to_state, "COMPLETED");
+  for (size_t i = 1; i < events->size(); ++i)
+    EXPECT_GT(events->at(i).seq, events->at(i - 1).seq);
+
+  auto usage = store().usageOfJob(id);
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 1u);
+  EXPECT_EQ(usage->at(0).gpu_thousandths, 500u);
+  EXPECT_EQ(usage->at(0).start, at(10));
+  EXPECT_EQ(usage->at(0).end, at(7210));
+  EXPECT_EQ(usage->at(0).user, "carol");
+}
+
+TEST_P(JobsTest, TransitionFromTheWrongStateChangesNothing) {
+  int64_t id = submitOne(store(), job("dave"), at(0));
+  EXPECT_EQ(store().recordStart(id, 0, at(1)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().recordPreemption(id, true, at(1), "x").code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().recordEnd(id, "CANCELLED", std::nullopt, at(2), "cancelled by dave").isOk());
+  EXPECT_EQ(store().recordEnd(id, "COMPLETED", 0, at(3), "late").code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().recordPlacement(id, "{}", at(3), "placed").status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().recordEnd(id, "RUNNING", 0, at(3), "not terminal").code(),
+            StatusCode::kInvalidArgument);
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 2u);
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "CANCELLED");
+  EXPECT_EQ(got->end_time, at(2));
+  // A cancel before the job ran uses no GPU time.
+  EXPECT_TRUE(store().usageOfJob(id)->empty());
+}
+
+TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
+  int64_t id = submitOne(store(), job("erin", "ml", 2000), at(0));
+  ASSERT_TRUE(store().recordPlacement(id, R"({"node":"a"})", at(1), "placed").ok());
+  ASSERT_TRUE(store().recordStart(id, 1, at(100)).isOk());
+  ASSERT_TRUE(store().recordPreemption(id, true, at(100 + 1800), "preempted by qos high").isOk());
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "PENDING");
+  EXPECT_EQ(got->requeue_count, 1);
+  EXPECT_EQ(got->placement_json, "");
+  EXPECT_FALSE(got->start_time.has_value());
+  // The next placement gets a new epoch; the old epoch's start is refused.
+  auto epoch = store().recordPlacement(id, R"({"node":"b"})", at(2000), "placed");
+  ASSERT_TRUE(epoch.ok());
+  EXPECT_EQ(*epoch, 2);
+  EXPECT_EQ(store().recordStart(id, 1, at(2001)).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().recordStart(id, 2, at(2001)).isOk());
+  ASSERT_TRUE(store().recordPreemption(id, false, at(2001 + 3600), "preempted, no requeue").isOk());
+  got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "PREEMPTED");
+  EXPECT_EQ(got->end_time, at(5601));
+
+  auto usage = store().usageOfJob(id);
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 2u);
+  auto report = store().usageReport(UsageGrouping::kUser, at(0), at(10'000));
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->size(), 1u);
+  // 2 GPUs x 0.5 h + 2 GPUs x 1 h
+  EXPECT_NEAR(report->at(0).gpu_hours, 3.0, 1e-9);
+  EXPECT_EQ(report->at(0).jobs, 1);
+}
+
+TEST_P(JobsTest, GeneralTransitionChecksTheExpectedState) {
+  int64_t id = submitOne(store(), job("fay"), at(0));
+  JobTransition hold{id, {"RUNNING"}, "PENDING", at(1), "held"};
+  EXPECT_EQ(store().transitionJob(hold).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().recordPlacement(id, "{}", at(1), "placed").ok());
+  ASSERT_TRUE(store().recordStart(id, 1, at(2)).isOk());
+  JobTransition completing{id, {"RUNNING"}, "COMPLETING", at(3), "processes exited"};
+  ASSERT_TRUE(store().transitionJob(completing).isOk());
+  JobTransition timeout{id, {"COMPLETING"}, "TIMEOUT", at(4), "time limit"};
+  ASSERT_TRUE(store().transitionJob(timeout).isOk());
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "TIMEOUT");
+  EXPECT_EQ(got->end_time, at(4));
+  EXPECT_EQ(store().usageOfJob(id)->size(), 1u);
+  EXPECT_EQ(store().transitionJob(JobTransition{id, {}, "X", at(5), ""}).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobsTest, ListFiltersByUserGroupAndState) {
+  std::vector<NewJob> batch;
+  for (int i = 0; i < 12; ++i) {
+    batch.push_back(job(i % 3 == 0 ? "ann" : "ben", i % 2 == 0 ? "g1" : "g2"));
+  }
+  auto ids = store().submitJobs(batch, at(0));
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(store().recordPlacement(ids->at(0), "{}", at(1), "placed").ok());
+  ASSERT_TRUE(store().recordPlacement(ids->at(1), "{}", at(1), "placed").ok());
+
+  JobFilter by_user;
+  by_user.user = "ann";
+  auto page = store().listJobs(by_user);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->jobs.size(), 4u);
+  for (const auto& j : page->jobs)
+    EXPECT_EQ(j.user, "ann");
+  EXPECT_FALSE(page->next_after_id.has_value());
+
+  JobFilter by_group_state;
+  by_group_state.group = "g1";
+  by_group_state.states = {"RUNNING"};
+  page = store().listJobs(by_group_state);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 1u);
+  EXPECT_EQ(page->jobs[0].id, ids->at(0));
+
+  JobFilter pending_or_running;
+  pending_or_running.states = {"PENDING", "RUNNING"};
+  page = store().listJobs(pending_or_running);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->jobs.size(), 12u);
+
+  auto active = store().jobsInStates({"RUNNING"});
+  ASSERT_TRUE(active.ok());
+  EXPECT_EQ(active->size(), 2u);
+}
+
+TEST_P(JobsTest, KeysetPagingIsStableAcrossInserts) {
+  for (int i = 0; i < 25; ++i)
+    submitOne(store(), job(i % 2 ? "u1" : "u2"), at(i));
+  JobFilter filter;
+  filter.user = "u1";
+  filter.limit = 5;
+  std::vector<int64_t> seen;
+  int pages = 0;
+  while (true) {
+    auto page = store().listJobs(filter);
+    ASSERT_TRUE(page.ok()) << page.status().toString();
+    ++pages;
+    for (const auto& j : page->jobs)
+      seen.push_back(j.id);
+    // Submissions between two pages land after every id already seen.
+    if (pages == 1) {
+      for (int i = 0; i < 4; ++i)
+        submitOne(store(), job("u1"), at(100 + i));
+    }
+    if (!page->next_after_id) break;
+    filter.after_id = *page->next_after_id;
+  }
+  // 12 + 4 later submissions, each exactly once and in order.
+  ASSERT_EQ(seen.size(), 16u);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), seen.size());
+  for (size_t i = 1; i < seen.size(); ++i)
+    EXPECT_LT(seen[i - 1], seen[i]);
+  EXPECT_EQ(pages, 4);
+}
+
+TEST_P(JobsTest, ListRejectsBadPaging) {
+  JobFilter f;
+  f.limit = 0;
+  EXPECT_EQ(store().listJobs(f).status().code(), StatusCode::kInvalidArgument);
+  f.limit = kMaxPageSize + 1;
+  EXPECT_EQ(store().listJobs(f).status().code(), StatusCode::kInvalidArgument);
+  f.limit = 10;
+  f.after_id = -1;
+  EXPECT_EQ(store().listJobs(f).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store().submitJobs({job("")}, at(0)).status().code(), StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobsTest,
+                         ::testing::Values(Backend::kSqlite, Backend::kPostgres), backendName);
+
+}  // namespace
+}  // namespace gpool::store::testing
