@@ -271,6 +271,20 @@ bool ShmRegion::reserve(int slot, std::uint64_t bytes) {
   return ok;
 }
 
+void ShmRegion::forceReserve(int slot, std::uint64_t bytes) {
+  if (slot < 0 || slot >= kShmMaxSlots || bytes == 0) return;
+  ShmSlot& s = header_->slots[slot];
+  lockLedger();
+  s.used_bytes.store(s.used_bytes.load(std::memory_order_relaxed) + bytes,
+                     std::memory_order_relaxed);
+  const std::uint64_t total = header_->total_bytes.load(std::memory_order_relaxed) + bytes;
+  header_->total_bytes.store(total, std::memory_order_release);
+  if (total > header_->peak_bytes.load(std::memory_order_relaxed)) {
+    header_->peak_bytes.store(total, std::memory_order_relaxed);
+  }
+  unlockLedger();
+}
+
 void ShmRegion::release(int slot, std::uint64_t bytes) {
   if (slot < 0 || slot >= kShmMaxSlots || bytes == 0) return;
   ShmSlot& s = header_->slots[slot];

@@ -51,6 +51,9 @@ class ShmRegion {
   // Reserves `bytes` for `slot` atomically against the quota: true when reserved, false when the
   // task would exceed its quota (dead processes are reaped once before refusing).
   bool reserve(int slot, std::uint64_t bytes);
+  // Charges `bytes` even beyond the quota: for memory that exists already and cannot be refused
+  // (a context created before its charge). Later reserves then fail until usage drops.
+  void forceReserve(int slot, std::uint64_t bytes);
   // Returns bytes reserved earlier by `slot` (clamped at what the slot holds: never underflows).
   void release(int slot, std::uint64_t bytes);
   // Records the driver's view of a process's usage; bytes beyond the ledger count as untracked

@@ -200,6 +200,18 @@ FakeProc* fakeProc(int device, std::int32_t pid) {
   return free_slot;
 }
 
+void fakeReapDead() {
+  FakeState* s = fakeState();
+  for (FakeProc& p : s->procs) {
+    if (p.pid == 0 || p.used_bytes == 0) continue;
+    if (::kill(p.pid, 0) != 0 && errno == ESRCH) {
+      FakeDeviceRuntime& rt = s->rt[p.device];
+      rt.used_bytes -= std::min(rt.used_bytes, p.used_bytes);
+      p.used_bytes = 0;
+    }
+  }
+}
+
 std::int64_t fakeScheduleKernel(int device, std::int32_t pid, std::int64_t duration_us,
                                 std::int64_t not_before_us) {
   FakeDeviceRuntime& rt = fakeState()->rt[device];

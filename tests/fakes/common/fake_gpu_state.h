@@ -100,6 +100,8 @@ FakeProc* fakeProc(int device, std::int32_t pid);
 // kernel at a time, from any process: busy time is shared) and returns its end time.
 std::int64_t fakeScheduleKernel(int device, std::int32_t pid, std::int64_t duration_us,
                                 std::int64_t not_before_us);
+// Returns the memory of exited processes to their devices (the real driver frees it at exit).
+void fakeReapDead();
 // Busy microseconds of `pid` (0 = every process) on `device` within [t0, t1).
 std::int64_t fakeBusyInWindow(int device, std::int32_t pid, std::int64_t t0, std::int64_t t1);
 

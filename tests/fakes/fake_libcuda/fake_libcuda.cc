@@ -261,7 +261,10 @@ CUresult cuStreamSynchronize_ptsz(CUstream);
 
 CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  fakeState();
+  {
+    FakeLock lock;
+    gpool::fakes::fakeReapDead();
+  }
   g_initialised.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
 }

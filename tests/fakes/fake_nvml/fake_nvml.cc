@@ -7,6 +7,7 @@
 // INSUFFICIENT_SIZE with the needed count for arrays).
 
 #include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -167,6 +168,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
   if (nvmlReturn_t rc = check(device, &i); rc != NVML_SUCCESS) return rc;
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   FakeLock lock;
+  gpool::fakes::fakeReapDead();
   FakeState* s = fakeState();
   memory->total = s->devices[i].memory_bytes;
   memory->used = std::min<unsigned long long>(s->rt[i].used_bytes, memory->total);
@@ -202,7 +204,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 }
 
 // Per-process SM utilisation over (lastSeenTimeStamp, now]; one sample per process that was busy.
-// lastSeenTimeStamp 0 means the last second. smUtil is a whole percentage, as in NVML.
+// Timestamps are wall-clock microseconds as in NVML; lastSeenTimeStamp 0 means the last second.
+// smUtil is a whole percentage, as in NVML.
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* processSamplesCount,
@@ -211,8 +214,12 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   if (nvmlReturn_t rc = check(device, &i); rc != NVML_SUCCESS) return rc;
   if (processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   const std::int64_t now = fakeNowUs();
-  std::int64_t since = static_cast<std::int64_t>(lastSeenTimeStamp);
-  if (since <= 0 || since >= now) since = now - 1000000;
+  timespec wall{};
+  ::clock_gettime(CLOCK_REALTIME, &wall);
+  const std::int64_t wall_now =
+      static_cast<std::int64_t>(wall.tv_sec) * 1000000 + wall.tv_nsec / 1000;
+  std::int64_t since = now - (wall_now - static_cast<std::int64_t>(lastSeenTimeStamp));
+  if (lastSeenTimeStamp == 0 || since >= now || since < now - 1000000) since = now - 1000000;
   FakeLock lock;
   FakeState* s = fakeState();
   unsigned int n = 0;
@@ -224,7 +231,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
       nvmlProcessUtilizationSample_t& out = utilization[n];
       out = {};
       out.pid = static_cast<unsigned int>(p.pid);
-      out.timeStamp = static_cast<unsigned long long>(now);
+      out.timeStamp = static_cast<unsigned long long>(wall_now);
       out.smUtil = static_cast<unsigned int>(busy * 100 / (now - since));
     }
     ++n;
