@@ -238,6 +238,14 @@ Status insertUsage(Txn& tx, const JobRecord& job, TimePoint now) {
        micros(*job.start_time), micros(now)});
 }
 
+// A requeued job starts over: no placement, times or exit code; the requeue is counted.
+Status clearForRequeue(Txn& tx, int64_t job_id) {
+  return tx.exec(
+      "UPDATE jobs SET placement_json = '', start_time = NULL, end_time = NULL, exit_code = NULL, "
+      "requeue_count = requeue_count + 1 WHERE id = $1",
+      {job_id});
+}
+
 }  // namespace
 
 std::vector<Migration> migrationsFor(Dialect dialect) {
@@ -391,17 +399,12 @@ Status SqlStore::migrate() {
 
 Result<int32_t> SqlStore::schemaVersion() {
   int32_t version = 0;
-  if (Status txn_status =
-          transact(false,
-                   [&](Txn& tx) -> Status {
-                     GPOOL_ASSIGN_OR_RETURN(
-                         auto rows, tx.query("SELECT version FROM schema_version WHERE id = 1"));
-                     version = rows.empty() ? 0 : static_cast<int32_t>(rows[0].integer(0));
-                     return Status::ok();
-                   });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT version FROM schema_version WHERE id = 1"));
+    version = rows.empty() ? 0 : static_cast<int32_t>(rows[0].integer(0));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return version;
 }
 
@@ -414,47 +417,39 @@ Result<std::vector<int64_t>> SqlStore::submitJobs(const std::vector<NewJob>& job
     if (j.user.empty()) return Status::invalidArgument("submitJobs: job without a user");
   }
   std::vector<int64_t> ids;
-  if (Status txn_status = transact(
-          true,
-          [&](Txn& tx) -> Status {
-            ids.clear();
-            for (const NewJob& j : jobs) {
-              SqlParam parent = sqlOpt(j.array_parent);
-              if (j.array_parent && *j.array_parent == -1) {
-                parent = ids.empty() ? sqlNull() : SqlParam{ids.front()};
-              }
-              GPOOL_ASSIGN_OR_RETURN(
-                  auto rows,
-                  tx.query(
-                      "INSERT INTO jobs (user_name, group_name, state, spec_json, "
-                      "gpu_thousandths, priority, array_parent, array_index, submit_time, "
-                      "reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
-                      {j.user, j.group, std::string(kStatePending), j.spec_json,
-                       static_cast<int64_t>(j.gpu_thousandths), static_cast<int64_t>(j.priority),
-                       parent, sqlOpt(j.array_index), micros(now), std::string("submitted")}));
-              if (rows.empty()) return Status::internal("INSERT INTO jobs returned no id");
-              int64_t id = rows[0].integer(0);
-              ids.push_back(id);
-              GPOOL_RETURN_IF_ERROR(insertEvent(tx, id, now, "", kStatePending, "submitted"));
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(true, [&](Txn& tx) -> Status {
+    ids.clear();
+    for (const NewJob& j : jobs) {
+      SqlParam parent = sqlOpt(j.array_parent);
+      if (j.array_parent && *j.array_parent == -1) {
+        parent = ids.empty() ? sqlNull() : SqlParam{ids.front()};
+      }
+      GPOOL_ASSIGN_OR_RETURN(
+          auto rows,
+          tx.query("INSERT INTO jobs (user_name, group_name, state, spec_json, "
+                   "gpu_thousandths, priority, array_parent, array_index, submit_time, "
+                   "reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                   {j.user, j.group, std::string(kStatePending), j.spec_json,
+                    static_cast<int64_t>(j.gpu_thousandths), static_cast<int64_t>(j.priority),
+                    parent, sqlOpt(j.array_index), micros(now), std::string("submitted")}));
+      if (rows.empty()) return Status::internal("INSERT INTO jobs returned no id");
+      int64_t id = rows[0].integer(0);
+      ids.push_back(id);
+      GPOOL_RETURN_IF_ERROR(insertEvent(tx, id, now, "", kStatePending, "submitted"));
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return ids;
 }
 
 Result<JobRecord> SqlStore::getJob(int64_t id) {
   JobRecord job;
-  if (Status txn_status = transact(false,
-                                   [&](Txn& tx) -> Status {
-                                     GPOOL_ASSIGN_OR_RETURN(job, loadJob(tx, id));
-                                     return Status::ok();
-                                   });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(job, loadJob(tx, id));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return job;
 }
 
@@ -489,17 +484,14 @@ Result<JobPage> SqlStore::listJobs(const JobFilter& filter) {
   params.emplace_back(int64_t{filter.limit} + 1);
   sql += " ORDER BY id LIMIT $" + std::to_string(params.size());
   JobPage page;
-  if (Status txn_status = transact(false,
-                                   [&](Txn& tx) -> Status {
-                                     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
-                                     page.jobs.clear();
-                                     for (const auto& r : rows)
-                                       page.jobs.push_back(jobFromRow(r));
-                                     return Status::ok();
-                                   });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
+    page.jobs.clear();
+    for (const auto& r : rows)
+      page.jobs.push_back(jobFromRow(r));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   if (page.jobs.size() > static_cast<size_t>(filter.limit)) {
     page.jobs.pop_back();
     page.next_after_id = page.jobs.back().id;
@@ -509,27 +501,23 @@ Result<JobPage> SqlStore::listJobs(const JobFilter& filter) {
 
 Result<std::vector<JobEvent>> SqlStore::jobEvents(int64_t job_id) {
   std::vector<JobEvent> events;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows, tx.query("SELECT seq, job_id, time, from_state, to_state, reason FROM "
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT seq, job_id, time, from_state, to_state, reason FROM "
                                     "job_events WHERE job_id = $1 ORDER BY seq",
                                     {job_id}));
-            events.clear();
-            for (const auto& r : rows) {
-              events.push_back(JobEvent{r.integer(0), r.integer(1), fromUnixMicros(r.integer(2)),
-                                        r.text(3), r.text(4), r.text(5)});
-            }
-            if (events.empty()) {
-              GPOOL_ASSIGN_OR_RETURN(auto job, loadJob(tx, job_id));
-              (void)job;
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+    events.clear();
+    for (const auto& r : rows) {
+      events.push_back(JobEvent{r.integer(0), r.integer(1), fromUnixMicros(r.integer(2)), r.text(3),
+                                r.text(4), r.text(5)});
+    }
+    if (events.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(auto job, loadJob(tx, job_id));
+      (void)job;
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return events;
 }
 
@@ -562,19 +550,19 @@ Status SqlStore::changeJobState(Txn& tx, int64_t job_id,
 Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& placement_json,
                                           TimePoint now, const std::string& reason) {
   int64_t epoch = 0;
-  if (Status txn_status =
-          transact(true,
-                   [&](Txn& tx) -> Status {
-                     JobRecord before;
-                     GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {kStatePending},
-                                                          kStateRunning, now, reason, &before));
-                     epoch = before.epoch + 1;
-                     return tx.exec("UPDATE jobs SET placement_json = $1, epoch = $2 WHERE id = $3",
-                                    {placement_json, epoch, job_id});
-                   });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(true, [&](Txn& tx) -> Status {
+    JobRecord before;
+    GPOOL_RETURN_IF_ERROR(
+        changeJobState(tx, job_id, {kStatePending}, kStateRunning, now, reason, &before));
+    epoch = before.epoch + 1;
+    // Entering RUNNING sets start_time (the api's invariant); recordStart
+    // later moves it to the start the agent reports.
+    return tx.exec(
+        "UPDATE jobs SET placement_json = $1, epoch = $2, "
+        "start_time = $3 WHERE id = $4",
+        {placement_json, epoch, micros(now), job_id});
+  });
+  if (!txn_status.isOk()) return txn_status;
   return epoch;
 }
 
@@ -620,17 +608,16 @@ Status SqlStore::recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                                   const std::string& reason) {
   return transact(true, [&](Txn& tx) -> Status {
     JobRecord before;
-    std::string to = requeue ? kStatePending : "PREEMPTED";
-    GPOOL_RETURN_IF_ERROR(
-        changeJobState(tx, job_id, {kStateRunning, "COMPLETING"}, to, now, reason, &before));
+    GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {kStateRunning, "COMPLETING"}, "PREEMPTED",
+                                         now, reason, &before));
     GPOOL_RETURN_IF_ERROR(insertUsage(tx, before, now));
-    if (requeue) {
-      return tx.exec(
-          "UPDATE jobs SET placement_json = '', start_time = NULL, "
-          "requeue_count = requeue_count + 1 WHERE id = $1",
-          {job_id});
-    }
-    return tx.exec("UPDATE jobs SET end_time = $1 WHERE id = $2", {micros(now), job_id});
+    GPOOL_RETURN_IF_ERROR(
+        tx.exec("UPDATE jobs SET end_time = $1 WHERE id = $2", {micros(now), job_id}));
+    if (!requeue) return Status::ok();
+    // The requeue is its own event (PREEMPTED -> PENDING), as in the api's state table.
+    GPOOL_RETURN_IF_ERROR(
+        changeJobState(tx, job_id, {"PREEMPTED"}, kStatePending, now, "requeued", nullptr));
+    return clearForRequeue(tx, job_id);
   });
 }
 
@@ -647,6 +634,12 @@ Status SqlStore::transitionJob(const JobTransition& t) {
           tx.exec("UPDATE jobs SET end_time = $1 WHERE id = $2", {micros(t.time), t.job_id}));
       return insertUsage(tx, before, t.time);
     }
+    if (t.to_state == kStatePending && before.state != kStatePending) {
+      if (before.state == kStateRunning || before.state == "COMPLETING") {
+        GPOOL_RETURN_IF_ERROR(insertUsage(tx, before, t.time));
+      }
+      return clearForRequeue(tx, t.job_id);
+    }
     return Status::ok();
   });
 }
@@ -661,17 +654,14 @@ Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::str
   }
   sql += " ORDER BY id";
   std::vector<JobRecord> jobs;
-  if (Status txn_status = transact(false,
-                                   [&](Txn& tx) -> Status {
-                                     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
-                                     jobs.clear();
-                                     for (const auto& r : rows)
-                                       jobs.push_back(jobFromRow(r));
-                                     return Status::ok();
-                                   });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
+    jobs.clear();
+    for (const auto& r : rows)
+      jobs.push_back(jobFromRow(r));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return jobs;
 }
 
@@ -691,41 +681,32 @@ Status SqlStore::upsertNode(const NodeRecord& node) {
 
 Result<NodeRecord> SqlStore::getNode(const std::string& name) {
   NodeRecord node;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query("SELECT name, state, info_json, last_heartbeat FROM nodes WHERE name = $1",
-                         {name}));
-            if (rows.empty()) return Status::notFound("node '" + name + "' does not exist");
-            node =
-                NodeRecord{rows[0].text(0), rows[0].text(1), rows[0].text(2), optTime(rows[0], 3)};
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("SELECT name, state, info_json, last_heartbeat FROM nodes WHERE name = $1",
+                 {name}));
+    if (rows.empty()) return Status::notFound("node '" + name + "' does not exist");
+    node = NodeRecord{rows[0].text(0), rows[0].text(1), rows[0].text(2), optTime(rows[0], 3)};
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return node;
 }
 
 Result<std::vector<NodeRecord>> SqlStore::listNodes() {
   std::vector<NodeRecord> nodes;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query("SELECT name, state, info_json, last_heartbeat FROM nodes ORDER BY name"));
-            nodes.clear();
-            for (const auto& r : rows) {
-              nodes.push_back(NodeRecord{r.text(0), r.text(1), r.text(2), optTime(r, 3)});
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("SELECT name, state, info_json, last_heartbeat FROM nodes ORDER BY name"));
+    nodes.clear();
+    for (const auto& r : rows) {
+      nodes.push_back(NodeRecord{r.text(0), r.text(1), r.text(2), optTime(r, 3)});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return nodes;
 }
 
@@ -769,20 +750,16 @@ Result<std::vector<GpuRecord>> SqlStore::listGpus(const std::string& node) {
     params.emplace_back(node);
   }
   sql += " ORDER BY node, gpu_index";
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
-            gpus.clear();
-            for (const auto& r : rows) {
-              gpus.push_back(GpuRecord{r.text(0), r.text(1), static_cast<int32_t>(r.integer(2)),
-                                       r.text(3), static_cast<uint64_t>(r.integer(4)), r.text(5)});
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
+    gpus.clear();
+    for (const auto& r : rows) {
+      gpus.push_back(GpuRecord{r.text(0), r.text(1), static_cast<int32_t>(r.integer(2)), r.text(3),
+                               static_cast<uint64_t>(r.integer(4)), r.text(5)});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return gpus;
 }
 
@@ -802,39 +779,30 @@ Status SqlStore::upsertUser(const UserRecord& user) {
 
 Result<UserRecord> SqlStore::getUser(const std::string& name) {
   UserRecord user;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query("SELECT name, uid, role, info_json FROM users WHERE name = $1", {name}));
-            if (rows.empty()) return Status::notFound("user '" + name + "' does not exist");
-            user = UserRecord{rows[0].text(0), rows[0].optInteger(1), rows[0].text(2),
-                              rows[0].text(3)};
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("SELECT name, uid, role, info_json FROM users WHERE name = $1", {name}));
+    if (rows.empty()) return Status::notFound("user '" + name + "' does not exist");
+    user = UserRecord{rows[0].text(0), rows[0].optInteger(1), rows[0].text(2), rows[0].text(3)};
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return user;
 }
 
 Result<std::vector<UserRecord>> SqlStore::listUsers() {
   std::vector<UserRecord> users;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows, tx.query("SELECT name, uid, role, info_json FROM users ORDER BY name"));
-            users.clear();
-            for (const auto& r : rows) {
-              users.push_back(UserRecord{r.text(0), r.optInteger(1), r.text(2), r.text(3)});
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT name, uid, role, info_json FROM users ORDER BY name"));
+    users.clear();
+    for (const auto& r : rows) {
+      users.push_back(UserRecord{r.text(0), r.optInteger(1), r.text(2), r.text(3)});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return users;
 }
 
@@ -850,37 +818,29 @@ Status SqlStore::upsertGroup(const GroupRecord& group) {
 
 Result<GroupRecord> SqlStore::getGroup(const std::string& name) {
   GroupRecord group;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query("SELECT name, gid, info_json FROM user_groups WHERE name = $1", {name}));
-            if (rows.empty()) return Status::notFound("group '" + name + "' does not exist");
-            group = GroupRecord{rows[0].text(0), rows[0].optInteger(1), rows[0].text(2)};
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("SELECT name, gid, info_json FROM user_groups WHERE name = $1", {name}));
+    if (rows.empty()) return Status::notFound("group '" + name + "' does not exist");
+    group = GroupRecord{rows[0].text(0), rows[0].optInteger(1), rows[0].text(2)};
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return group;
 }
 
 Result<std::vector<GroupRecord>> SqlStore::listGroups() {
   std::vector<GroupRecord> groups;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows, tx.query("SELECT name, gid, info_json FROM user_groups ORDER BY name"));
-            groups.clear();
-            for (const auto& r : rows)
-              groups.push_back(GroupRecord{r.text(0), r.optInteger(1), r.text(2)});
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT name, gid, info_json FROM user_groups ORDER BY name"));
+    groups.clear();
+    for (const auto& r : rows)
+      groups.push_back(GroupRecord{r.text(0), r.optInteger(1), r.text(2)});
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return groups;
 }
 
@@ -910,44 +870,35 @@ Status SqlStore::setQuota(const QuotaRecord& quota, const std::string& actor) {
 
 Result<QuotaRecord> SqlStore::getQuota(QuotaSubject subject, const std::string& name) {
   QuotaRecord quota;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows, tx.query("SELECT limits_json, updated FROM quotas WHERE subject = $1 "
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT limits_json, updated FROM quotas WHERE subject = $1 "
                                     "AND name = $2",
                                     {std::string(subjectName(subject)), name}));
-            if (rows.empty()) {
-              return Status::notFound(std::string("no quota set for ") + subjectName(subject) +
-                                      " '" + name + "'");
-            }
-            quota = QuotaRecord{subject, name, rows[0].text(0), fromUnixMicros(rows[0].integer(1))};
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+    if (rows.empty()) {
+      return Status::notFound(std::string("no quota set for ") + subjectName(subject) + " '" +
+                              name + "'");
+    }
+    quota = QuotaRecord{subject, name, rows[0].text(0), fromUnixMicros(rows[0].integer(1))};
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return quota;
 }
 
 Result<std::vector<QuotaRecord>> SqlStore::listQuotas() {
   std::vector<QuotaRecord> quotas;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT subject, name, limits_json, updated "
-                                                       "FROM quotas ORDER BY subject, name"));
-            quotas.clear();
-            for (const auto& r : rows) {
-              quotas.push_back(
-                  QuotaRecord{r.text(0) == "user" ? QuotaSubject::kUser : QuotaSubject::kGroup,
-                              r.text(1), r.text(2), fromUnixMicros(r.integer(3))});
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT subject, name, limits_json, updated "
+                                               "FROM quotas ORDER BY subject, name"));
+    quotas.clear();
+    for (const auto& r : rows) {
+      quotas.push_back(QuotaRecord{r.text(0) == "user" ? QuotaSubject::kUser : QuotaSubject::kGroup,
+                                   r.text(1), r.text(2), fromUnixMicros(r.integer(3))});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return quotas;
 }
 
@@ -957,23 +908,19 @@ Result<std::vector<AuditEvent>> SqlStore::auditEvents(int64_t after_seq, int32_t
                                    ", not " + std::to_string(limit));
   }
   std::vector<AuditEvent> out;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(auto rows,
-                                   tx.query("SELECT seq, time, actor, action, subject, detail FROM "
-                                            "audit_events WHERE seq > $1 ORDER BY seq LIMIT $2",
-                                            {after_seq, int64_t{limit}}));
-            out.clear();
-            for (const auto& r : rows) {
-              out.push_back(AuditEvent{r.integer(0), fromUnixMicros(r.integer(1)), r.text(2),
-                                       r.text(3), r.text(4), r.text(5)});
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT seq, time, actor, action, subject, detail FROM "
+                                    "audit_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+                                    {after_seq, int64_t{limit}}));
+    out.clear();
+    for (const auto& r : rows) {
+      out.push_back(AuditEvent{r.integer(0), fromUnixMicros(r.integer(1)), r.text(2), r.text(3),
+                               r.text(4), r.text(5)});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return out;
 }
 
@@ -989,20 +936,16 @@ Status SqlStore::upsertQos(const QosRecord& qos) {
 
 Result<std::vector<QosRecord>> SqlStore::listQos() {
   std::vector<QosRecord> out;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows, tx.query("SELECT name, priority, info_json FROM qos ORDER BY name"));
-            out.clear();
-            for (const auto& r : rows) {
-              out.push_back(QosRecord{r.text(0), static_cast<int32_t>(r.integer(1)), r.text(2)});
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT name, priority, info_json FROM qos ORDER BY name"));
+    out.clear();
+    for (const auto& r : rows) {
+      out.push_back(QosRecord{r.text(0), static_cast<int32_t>(r.integer(1)), r.text(2)});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return out;
 }
 
@@ -1023,45 +966,37 @@ Result<int64_t> SqlStore::createToken(const TokenRecord& token) {
     return Status::invalidArgument("createToken needs a user and a hash");
   }
   int64_t id = 0;
-  if (Status txn_status =
-          transact(true,
-                   [&](Txn& tx) -> Status {
-                     auto rows = tx.query(
-                         "INSERT INTO api_tokens (user_name, hash, description, created, expires) "
-                         "VALUES ($1, $2, "
-                         "$3, $4, $5) RETURNING id",
-                         {token.user, token.hash, token.description, micros(token.created),
-                          optTimeParam(token.expires)});
-                     if (!rows.ok()) {
-                       if (rows.status().code() == StatusCode::kAlreadyExists) {
-                         return Status::alreadyExists("an API token with this hash already exists");
-                       }
-                       return rows.status();
-                     }
-                     id = (*rows)[0].integer(0);
-                     return Status::ok();
-                   });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(true, [&](Txn& tx) -> Status {
+    auto rows = tx.query(
+        "INSERT INTO api_tokens (user_name, hash, description, created, expires) "
+        "VALUES ($1, $2, "
+        "$3, $4, $5) RETURNING id",
+        {token.user, token.hash, token.description, micros(token.created),
+         optTimeParam(token.expires)});
+    if (!rows.ok()) {
+      if (rows.status().code() == StatusCode::kAlreadyExists) {
+        return Status::alreadyExists("an API token with this hash already exists");
+      }
+      return rows.status();
+    }
+    id = (*rows)[0].integer(0);
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return id;
 }
 
 Result<TokenRecord> SqlStore::findToken(const std::string& hash) {
   TokenRecord token;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(std::string("SELECT ") + kTokenColumns +
-                                                           " FROM api_tokens WHERE hash = $1",
-                                                       {hash}));
-            if (rows.empty()) return Status::notFound("no API token with this hash");
-            token = tokenFromRow(rows[0]);
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(std::string("SELECT ") + kTokenColumns +
+                                                   " FROM api_tokens WHERE hash = $1",
+                                               {hash}));
+    if (rows.empty()) return Status::notFound("no API token with this hash");
+    token = tokenFromRow(rows[0]);
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return token;
 }
 
@@ -1079,22 +1014,17 @@ Status SqlStore::revokeToken(int64_t id, TimePoint now) {
 
 Result<std::vector<TokenRecord>> SqlStore::listTokens(const std::string& user) {
   std::vector<TokenRecord> tokens;
-  if (Status txn_status = transact(false,
-                                   [&](Txn& tx) -> Status {
-                                     GPOOL_ASSIGN_OR_RETURN(
-                                         auto rows,
-                                         tx.query(std::string("SELECT ") + kTokenColumns +
-                                                      " FROM api_tokens WHERE user_name = $1 ORDER "
-                                                      "BY id",
-                                                  {user}));
-                                     tokens.clear();
-                                     for (const auto& r : rows)
-                                       tokens.push_back(tokenFromRow(r));
-                                     return Status::ok();
-                                   });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(std::string("SELECT ") + kTokenColumns +
+                                                   " FROM api_tokens WHERE user_name = $1 ORDER "
+                                                   "BY id",
+                                               {user}));
+    tokens.clear();
+    for (const auto& r : rows)
+      tokens.push_back(tokenFromRow(r));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return tokens;
 }
 
@@ -1103,25 +1033,20 @@ Result<std::vector<TokenRecord>> SqlStore::listTokens(const std::string& user) {
 
 Result<std::vector<UsageRecord>> SqlStore::usageOfJob(int64_t job_id) {
   std::vector<UsageRecord> out;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query("SELECT job_id, user_name, group_name, gpu_thousandths, start_time, "
-                         "end_time FROM usage_records WHERE job_id = $1 ORDER BY id",
-                         {job_id}));
-            out.clear();
-            for (const auto& r : rows) {
-              out.push_back(UsageRecord{
-                  r.integer(0), r.text(1), r.text(2), static_cast<uint32_t>(r.integer(3)),
-                  fromUnixMicros(r.integer(4)), fromUnixMicros(r.integer(5))});
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("SELECT job_id, user_name, group_name, gpu_thousandths, start_time, "
+                            "end_time FROM usage_records WHERE job_id = $1 ORDER BY id",
+                            {job_id}));
+    out.clear();
+    for (const auto& r : rows) {
+      out.push_back(UsageRecord{r.integer(0), r.text(1), r.text(2),
+                                static_cast<uint32_t>(r.integer(3)), fromUnixMicros(r.integer(4)),
+                                fromUnixMicros(r.integer(5))});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return out;
 }
 
@@ -1131,35 +1056,30 @@ Result<std::vector<UsageRow>> SqlStore::usageReport(UsageGrouping grouping, Time
   std::map<std::string, std::pair<double, std::set<int64_t>>> acc;
   const int64_t lo = micros(from);
   const int64_t hi = micros(to);
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            // Clipping to the period is done here rather than in SQL because the two dialects spell
-            // two-argument min/max differently (min()/max() vs LEAST()/GREATEST()).
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query(
-                    std::string("SELECT ") +
-                        (grouping == UsageGrouping::kUser ? "user_name" : "group_name") +
-                        ", job_id, gpu_thousandths, start_time, end_time FROM usage_records WHERE "
-                        "end_time > $1 AND start_time < $2",
-                    {lo, hi}));
-            acc.clear();
-            for (const auto& r : rows) {
-              int64_t start = std::max(lo, r.integer(3));
-              int64_t end = std::min(hi, r.integer(4));
-              if (end <= start) continue;
-              auto& slot = acc[r.text(0)];
-              // thousandths x microseconds -> GPU-hours
-              slot.first += static_cast<double>(r.integer(2)) * static_cast<double>(end - start) /
-                            (1000.0 * static_cast<double>(kHourUs));
-              slot.second.insert(r.integer(1));
-            }
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    // Clipping to the period is done here rather than in SQL because the two dialects spell
+    // two-argument min/max differently (min()/max() vs LEAST()/GREATEST()).
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query(std::string("SELECT ") +
+                     (grouping == UsageGrouping::kUser ? "user_name" : "group_name") +
+                     ", job_id, gpu_thousandths, start_time, end_time FROM usage_records WHERE "
+                     "end_time > $1 AND start_time < $2",
+                 {lo, hi}));
+    acc.clear();
+    for (const auto& r : rows) {
+      int64_t start = std::max(lo, r.integer(3));
+      int64_t end = std::min(hi, r.integer(4));
+      if (end <= start) continue;
+      auto& slot = acc[r.text(0)];
+      // thousandths x microseconds -> GPU-hours
+      slot.first += static_cast<double>(r.integer(2)) * static_cast<double>(end - start) /
+                    (1000.0 * static_cast<double>(kHourUs));
+      slot.second.insert(r.integer(1));
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   std::vector<UsageRow> out;
   for (auto& [key, v] : acc) {
     out.push_back(UsageRow{key, v.first, static_cast<int64_t>(v.second.size())});
@@ -1236,46 +1156,36 @@ Result<std::vector<TelemetrySample>> SqlStore::gpuTelemetry(const std::string& g
                                                             TelemetryResolution resolution,
                                                             TimePoint from, TimePoint to) {
   std::vector<TelemetrySample> out;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query("SELECT gpu_uuid, job_id, time, util, memory_used, temperature, power "
-                         "FROM telemetry WHERE gpu_uuid = $1 AND resolution = $2 AND time >= "
-                         "$3 AND time < $4 ORDER BY time",
-                         {gpu_uuid, resolutionCode(resolution), micros(from), micros(to)}));
-            out.clear();
-            for (const auto& r : rows)
-              out.push_back(sampleFromRow(r));
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("SELECT gpu_uuid, job_id, time, util, memory_used, temperature, power "
+                            "FROM telemetry WHERE gpu_uuid = $1 AND resolution = $2 AND time >= "
+                            "$3 AND time < $4 ORDER BY time",
+                            {gpu_uuid, resolutionCode(resolution), micros(from), micros(to)}));
+    out.clear();
+    for (const auto& r : rows)
+      out.push_back(sampleFromRow(r));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return out;
 }
 
 Result<std::vector<TelemetrySample>> SqlStore::jobTelemetry(int64_t job_id, TimePoint from,
                                                             TimePoint to) {
   std::vector<TelemetrySample> out;
-  if (Status txn_status = transact(
-          false,
-          [&](Txn& tx) -> Status {
-            GPOOL_ASSIGN_OR_RETURN(
-                auto rows,
-                tx.query("SELECT gpu_uuid, job_id, time, util, memory_used, temperature, power "
-                         "FROM telemetry WHERE job_id = $1 AND resolution = 0 AND time >= $2 "
-                         "AND time < $3 ORDER BY time, gpu_uuid",
-                         {job_id, micros(from), micros(to)}));
-            out.clear();
-            for (const auto& r : rows)
-              out.push_back(sampleFromRow(r));
-            return Status::ok();
-          });
-      !txn_status.isOk()) {
-    return txn_status;
-  }
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("SELECT gpu_uuid, job_id, time, util, memory_used, temperature, power "
+                            "FROM telemetry WHERE job_id = $1 AND resolution = 0 AND time >= $2 "
+                            "AND time < $3 ORDER BY time, gpu_uuid",
+                            {job_id, micros(from), micros(to)}));
+    out.clear();
+    for (const auto& r : rows)
+      out.push_back(sampleFromRow(r));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
   return out;
 }
 

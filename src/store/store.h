@@ -49,7 +49,9 @@ struct JobRecord {
   std::optional<int64_t> array_parent;
   std::optional<int32_t> array_index;
   TimePoint submit_time{};
-  std::optional<TimePoint> start_time;  // set by recordStart, cleared by a requeue
+  // Set on entering RUNNING, moved to the agent's reported start by recordStart, cleared by a
+  // requeue.
+  std::optional<TimePoint> start_time;
   std::optional<TimePoint> end_time;
   std::string placement_json;  // where the job runs; empty while it has no placement
   // Fencing epoch: incremented by every placement, so an agent holding an older assignment
@@ -88,7 +90,8 @@ struct JobPage {
   std::optional<int64_t> next_after_id;
 };
 
-// A general transition, for the lifecycle's less common moves (hold, cancel, COMPLETING...).
+// A general transition, for the lifecycle's less common moves (COMPLETING, NODE_FAIL, a
+// requeue). The store checks only `from_states`; the api's table decides what is legal.
 struct JobTransition {
   int64_t job_id = 0;
   std::vector<std::string> from_states;  // the job must be in one of these
@@ -233,22 +236,26 @@ class Store {
   // Events of one job, oldest first.
   virtual Result<std::vector<JobEvent>> jobEvents(int64_t job_id) = 0;
 
-  // PENDING -> RUNNING: stores the placement, increments the fencing epoch; returns the new
-  // epoch.
+  // PENDING -> RUNNING: stores the placement, sets start_time to `now`, increments the fencing
+  // epoch; returns the new epoch.
   virtual Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json,
                                           TimePoint now, const std::string& reason) = 0;
-  // The agent reported the job's processes started: sets start_time (RUNNING stays RUNNING;
-  // an event records it). `epoch` must equal the job's current epoch (fencing).
+  // The agent reported the job's processes started: moves start_time to `now` (RUNNING stays
+  // RUNNING; a "started" event records it). `epoch` must equal the job's current epoch
+  // (fencing), else FailedPrecondition.
   virtual Status recordStart(int64_t job_id, int64_t epoch, TimePoint now) = 0;
   // RUNNING or COMPLETING (or PENDING, for a cancel) -> `end_state` (a terminal state). Writes
   // the usage record of the run in the same transaction when the job had started.
   virtual Status recordEnd(int64_t job_id, const std::string& end_state,
                            std::optional<int32_t> exit_code, TimePoint now,
                            const std::string& reason) = 0;
-  // RUNNING -> PENDING (requeue) or -> PREEMPTED (when `requeue` is false): records the usage
-  // so far, clears the placement and start time, and counts the requeue.
+  // RUNNING or COMPLETING -> PREEMPTED, recording the usage so far; with `requeue` also
+  // PREEMPTED -> PENDING (a second event), clearing placement, times and exit code and counting
+  // the requeue. One transaction either way.
   virtual Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                                   const std::string& reason) = 0;
+  // Moving to a terminal state sets end_time and writes the usage record; moving to PENDING
+  // from another state is a requeue (placement, times and exit code cleared, requeue counted).
   virtual Status transitionJob(const JobTransition& transition) = 0;
   // Jobs in any of `states` (all states when empty), for rebuilding the controller's view on
   // restart. Ascending id.

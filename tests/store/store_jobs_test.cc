@@ -166,6 +166,15 @@ TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
   EXPECT_EQ(got->requeue_count, 1);
   EXPECT_EQ(got->placement_json, "");
   EXPECT_FALSE(got->start_time.has_value());
+  EXPECT_FALSE(got->end_time.has_value());
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 5u);
+  EXPECT_EQ(events->at(3).from_state, "RUNNING");
+  EXPECT_EQ(events->at(3).to_state, "PREEMPTED");
+  EXPECT_EQ(events->at(3).reason, "preempted by qos high");
+  EXPECT_EQ(events->at(4).from_state, "PREEMPTED");
+  EXPECT_EQ(events->at(4).to_state, "PENDING");
   // The next placement gets a new epoch; the old epoch's start is refused.
   auto epoch = store().recordPlacement(id, R"({"node":"b"})", at(2000), "placed");
   ASSERT_TRUE(epoch.ok());
@@ -206,6 +215,28 @@ TEST_P(JobsTest, GeneralTransitionChecksTheExpectedState) {
   EXPECT_EQ(store().usageOfJob(id)->size(), 1u);
   EXPECT_EQ(store().transitionJob(JobTransition{id, {}, "X", at(5), ""}).code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobsTest, NodeFailRequeueStartsOver) {
+  int64_t id = submitOne(store(), job("gus", "ml", 1000), at(0));
+  auto epoch = store().recordPlacement(id, R"({"node":"n9"})", at(0), "placed");
+  ASSERT_TRUE(epoch.ok());
+  ASSERT_TRUE(store().recordStart(id, *epoch, at(0)).isOk());
+  ASSERT_TRUE(
+      store().transitionJob({id, {"RUNNING"}, "NODE_FAIL", at(3600), "node n9 down"}).isOk());
+  ASSERT_TRUE(store().transitionJob({id, {"NODE_FAIL"}, "PENDING", at(3601), "requeued"}).isOk());
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "PENDING");
+  EXPECT_EQ(got->requeue_count, 1);
+  EXPECT_FALSE(got->start_time.has_value());
+  EXPECT_FALSE(got->end_time.has_value());
+  EXPECT_EQ(got->placement_json, "");
+  // The hour on the failed node is still accounted, once.
+  auto usage = store().usageOfJob(id);
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 1u);
+  EXPECT_EQ(usage->at(0).end, at(3600));
 }
 
 TEST_P(JobsTest, ListFiltersByUserGroupAndState) {
