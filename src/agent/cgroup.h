@@ -1,0 +1,94 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/device_filter.h"
+#include "common/result.h"
+
+// The cgroups of tasks. The host decides the flavour: pure cgroup v2 (unified), v1, or a hybrid
+// (v1 controllers plus a v2 tree without controllers, as on this project's CI containers).
+// Layout (see docs/launcher.md):
+//   v2:      <unified>/<parent>/<task>                 cpu.max, memory.max, pids.max, BPF
+//   v1:      <ctrl mount>/<parent>/<task> for cpu, memory, devices, pids (each as mounted)
+//   hybrid:  the v1 groups above plus <unified>/<parent>/<task> for membership, cgroup.kill
+//            and (when chosen) the BPF device filter
+namespace gpool::agent {
+
+enum class CgroupMode { kNone, kV1, kV2, kHybrid };
+std::string_view cgroupModeName(CgroupMode mode);
+
+// Where the hierarchies are mounted. Detected from /proc/self/mountinfo.
+struct CgroupLayout {
+  CgroupMode mode = CgroupMode::kNone;
+  std::string unified;                           // cgroup2 mount point, "" if none
+  std::map<std::string, std::string> v1_mounts;  // controller ("cpu", "memory", ...) -> mount
+
+  // Parses a mountinfo text (exposed for tests). Never fails: no cgroup mounts is kNone.
+  static CgroupLayout fromMountInfo(const std::string& mountinfo);
+  static Result<CgroupLayout> detect();
+  // True when the v2 tree can carry `controller` (listed in its root's cgroup.controllers).
+  bool v2HasController(const std::string& controller) const;
+};
+
+enum class DeviceFilterKind {
+  kAuto,          // the v1 devices controller when mounted, else BPF on v2
+  kV1Controller,  // devices.deny/devices.allow
+  kBpf,           // BPF_PROG_TYPE_CGROUP_DEVICE on the v2 group
+  kNone,          // no device filtering (tests and hosts that cannot filter)
+};
+
+struct CgroupLimits {
+  uint64_t cpu_millicores = 0;  // 0: unlimited
+  uint64_t memory_mib = 0;      // 0: unlimited; swap is limited to the same total
+  uint64_t pids_max = 0;        // 0: unlimited
+  // Device whitelist; applied only when `filter_devices` is true.
+  bool filter_devices = false;
+  DeviceFilterKind device_filter = DeviceFilterKind::kAuto;
+  std::vector<DeviceRule> device_rules;
+};
+
+// The cgroup(s) of one task. A value type holding paths; creating and destroying touch the
+// file system. Not thread-safe; each task's supervisor owns its TaskCgroup.
+class TaskCgroup {
+ public:
+  // Creates the groups for `name` under `parent` (a relative path such as "gpool") and applies
+  // `limits`. Fails when a limit cannot be applied (a task never runs unconstrained by
+  // accident); removes what it created on failure.
+  static Result<TaskCgroup> create(const CgroupLayout& layout, const std::string& parent,
+                                   const std::string& name, const CgroupLimits& limits);
+  // The groups of an existing task (for adoption into it and for clean-up); no checks.
+  static TaskCgroup open(const CgroupLayout& layout, const std::string& parent,
+                         const std::string& name);
+
+  // Moves process `pid` into every group of the task.
+  Status addProcess(pid_t pid) const;
+  // The processes in the task's groups (membership group: v2 if present, else v1 memory/pids).
+  std::vector<pid_t> processes() const;
+  bool empty() const { return processes().empty(); }
+  // Sends `sig` to every process of the task; SIGKILL uses cgroup.kill where available.
+  void signalAll(int sig) const;
+  // The number of OOM kills in the task's memory group (memory.events / memory.oom_control).
+  uint64_t oomKills() const;
+  // Kills whatever is left and removes the groups. Waits (bounded, ~2 s) for the kernel to
+  // let the groups go.
+  Status destroy() const;
+
+  // Every directory of the task, for tests and diagnostics.
+  const std::vector<std::string>& dirs() const { return dirs_; }
+  // The v2 directory ("" when the host has no v2 tree).
+  const std::string& unifiedDir() const { return unified_dir_; }
+  const std::string& memoryDir() const { return memory_dir_; }
+
+ private:
+  std::vector<std::string> dirs_;
+  std::string unified_dir_;
+  std::string memory_dir_;  // v2 dir in pure v2, v1 memory group otherwise
+  bool memory_is_v2_ = false;
+};
+
+}  // namespace gpool::agent

@@ -1,0 +1,168 @@
+#include "agent/sys_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace gpool::agent {
+namespace {
+
+Status writeAll(int fd, std::string_view contents, const std::string& path) {
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errnoStatus("write failed", path, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+Status writeViaTemp(const std::string& path, std::string_view contents, mode_t mode, bool sync) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return errnoStatus("cannot create", tmp, errno);
+  Status st = writeAll(fd, contents, tmp);
+  if (st.isOk() && sync && ::fsync(fd) != 0) st = errnoStatus("fsync failed", tmp, errno);
+  if (::close(fd) != 0 && st.isOk()) st = errnoStatus("close failed", tmp, errno);
+  if (st.isOk() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    st = errnoStatus("cannot rename into place", path, errno);
+  }
+  if (!st.isOk()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  if (sync) {
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    if (dir.empty()) dir = ".";
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return errnoStatus("cannot open directory", dir, errno);
+    int rc = ::fsync(dfd);
+    int err = errno;
+    ::close(dfd);
+    if (rc != 0) return errnoStatus("fsync failed", dir, err);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status errnoStatus(std::string_view what, const std::string& path, int err) {
+  std::string msg = std::string(what) + ": " + path + ": " + std::strerror(err);
+  if (err == ENOENT) return Status::notFound(msg);
+  if (err == EACCES || err == EPERM) return Status::permissionDenied(msg);
+  return Status::ioError(msg);
+}
+
+Status writeFileDurably(const std::string& path, std::string_view contents, mode_t mode) {
+  return writeViaTemp(path, contents, mode, /*sync=*/true);
+}
+
+Status writeFileAtomically(const std::string& path, std::string_view contents, mode_t mode) {
+  return writeViaTemp(path, contents, mode, /*sync=*/false);
+}
+
+Status writeExistingFile(const std::string& path, std::string_view contents) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errnoStatus("cannot open for writing", path, errno);
+  ssize_t n;
+  do {
+    n = ::write(fd, contents.data(), contents.size());
+  } while (n < 0 && errno == EINTR);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) {
+    return errnoStatus("cannot write '" + std::string(contents) + "' to", path, err);
+  }
+  return Status::ok();
+}
+
+Result<std::string> readFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errnoStatus("cannot open", path, errno);
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return errnoStatus("cannot read", path, err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+Status makeDirs(const std::string& path, mode_t mode) {
+  std::string cur;
+  for (const std::string& part : splitString(path, '/')) {
+    cur += "/" + part;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) {
+      return errnoStatus("cannot create directory", cur, errno);
+    }
+  }
+  return Status::ok();
+}
+
+Status removeTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return Status::ioError("cannot remove " + path + ": " + ec.message());
+  return Status::ok();
+}
+
+Result<uint64_t> processStartTicks(pid_t pid) {
+  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return Status::notFound("no process " + std::to_string(pid));
+  // The command name (field 2) may contain spaces and parentheses; fields after it start
+  // after the last ')'.
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) {
+    return Status::internal("malformed /proc/" + std::to_string(pid) + "/stat");
+  }
+  std::vector<std::string> fields = splitString(std::string_view(*stat).substr(close + 1), ' ');
+  // fields[0] is field 3 (state); field 22 is fields[19].
+  if (fields.size() < 20) {
+    return Status::internal("short /proc/" + std::to_string(pid) + "/stat");
+  }
+  if (fields[0] == "Z" || fields[0] == "X") {
+    return Status::notFound("process " + std::to_string(pid) + " is a zombie");
+  }
+  return std::stoull(fields[19]);
+}
+
+bool processMatches(pid_t pid, uint64_t start_ticks) {
+  if (pid <= 0) return false;
+  auto ticks = processStartTicks(pid);
+  return ticks.ok() && *ticks == start_ticks;
+}
+
+int openPidFd(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+std::vector<std::string> splitString(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(sep, start);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > start) out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace gpool::agent

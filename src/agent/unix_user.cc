@@ -1,0 +1,49 @@
+#include "agent/unix_user.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gpool::agent {
+
+Result<UnixUser> lookupUnixUser(const std::string& name) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  int rc;
+  while ((rc = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found)) == ERANGE) {
+    buf.resize(buf.size() * 2);
+  }
+  if (rc != 0) {
+    return Status::ioError("cannot look up user '" + name + "': " + std::strerror(rc));
+  }
+  if (found == nullptr) return Status::notFound("no Unix user named '" + name + "'");
+  UnixUser user;
+  user.name = pw.pw_name;
+  user.uid = pw.pw_uid;
+  user.gid = pw.pw_gid;
+  user.home = pw.pw_dir ? pw.pw_dir : "/";
+  user.shell = pw.pw_shell ? pw.pw_shell : "/bin/sh";
+  int count = 32;
+  std::vector<gid_t> groups(static_cast<size_t>(count));
+  while (::getgrouplist(user.name.c_str(), user.gid, groups.data(), &count) < 0) {
+    groups.resize(static_cast<size_t>(count) + 16);
+    count = static_cast<int>(groups.size());
+  }
+  groups.resize(static_cast<size_t>(count));
+  user.groups = std::move(groups);
+  return user;
+}
+
+int switchToUser(const UnixUser& user) {
+  if (::setgroups(user.groups.size(), user.groups.data()) != 0) return errno;
+  if (::setgid(user.gid) != 0) return errno;
+  if (::setuid(user.uid) != 0) return errno;
+  if (user.uid != 0 && (::setuid(0) == 0 || ::geteuid() == 0)) return EPERM;
+  return 0;
+}
+
+}  // namespace gpool::agent
