@@ -3,7 +3,7 @@
 namespace gpool::store {
 
 PostgresStore::PostgresStore(ConnectionPool::Factory factory, size_t pool_size)
-    : SqlStore(Dialect::kPostgres, std::move(factory), pool_size) {}
+    : SqlStore(Dialect::kPostgres, std::move(factory), pool_size, /*group_commit=*/false) {}
 
 Result<std::unique_ptr<PostgresStore>> PostgresStore::open(const PostgresOptions& options) {
   if (options.conninfo.empty()) {

@@ -80,7 +80,9 @@ class SqlStore : public Store {
   // Runs `fn` in one transaction: BEGIN (IMMEDIATE for SQLite writes, so that the write lock is
   // taken up front and a busy database fails fast instead of deadlocking), COMMIT when `fn`
   // returns OK, ROLLBACK otherwise. Retries the whole transaction a few times on Aborted
-  // (busy / serialisation failure), so `fn` must be safe to run again.
+  // (busy / serialisation failure), so `fn` must be safe to run again. With group commit, `fn`
+  // may share the transaction with other callers' writes inside its own savepoint; it returns
+  // only after the shared COMMIT, and fails when that COMMIT fails.
   Status transact(bool write, const std::function<Status(Txn&)>& fn);
 
   // Runs raw SQL outside any transaction; for tests that tamper with the database.
@@ -136,7 +138,10 @@ class SqlStore : public Store {
   void failStatementForTest(int n) override { fail_countdown_.store(n); }
 
  protected:
-  SqlStore(Dialect dialect, ConnectionPool::Factory factory, size_t pool_size);
+  // `group_commit`: writes are funnelled through one leader that commits concurrent callers'
+  // work in one transaction (see groupCommit); SQLite's one-writer model makes this the way to
+  // more than one durable commit per fsync.
+  SqlStore(Dialect dialect, ConnectionPool::Factory factory, size_t pool_size, bool group_commit);
   // Creates or upgrades the schema; refuses a database newer than kSchemaVersion.
   Status migrate();
 
@@ -145,8 +150,22 @@ class SqlStore : public Store {
                         const std::string& to_state, TimePoint now, const std::string& reason,
                         JobRecord* before);
 
+  struct PendingWrite {
+    const std::function<Status(Txn&)>* fn;
+    Status result;
+    bool done;  // GUARDED_BY(group_mu_)
+  };
+  static constexpr size_t kMaxGroup = 256;
+  Status groupCommit(const std::function<Status(Txn&)>& fn);
+  void runGroup(const std::vector<PendingWrite*>& batch);
+
   Dialect dialect_;
+  bool group_commit_;
   ConnectionPool pool_;
+  std::mutex group_mu_;
+  std::condition_variable group_cv_;
+  std::vector<PendingWrite*> group_queue_;  // GUARDED_BY(group_mu_)
+  bool group_leader_active_ = false;        // GUARDED_BY(group_mu_)
   std::atomic<int> fail_countdown_{0};
 };
 

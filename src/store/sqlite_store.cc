@@ -3,7 +3,7 @@
 namespace gpool::store {
 
 SqliteStore::SqliteStore(ConnectionPool::Factory factory)
-    : SqlStore(Dialect::kSqlite, std::move(factory), 1) {}
+    : SqlStore(Dialect::kSqlite, std::move(factory), kReaders, /*group_commit=*/true) {}
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::open(const std::string& path,
                                                        const SqliteOptions& options) {

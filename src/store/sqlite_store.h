@@ -19,9 +19,10 @@ struct SqliteOptions {
 
 // The embedded default store: one SQLite file in WAL mode with foreign keys on.
 //
-// One writer: the store holds a single connection and runs one call at a time, which is what
-// SQLite allows anyway; concurrent callers queue on the pool. Another process may open the same
-// file (it then waits up to `busy_timeout_ms` for the write lock).
+// One writer: every write goes through group commit (SqlStore::groupCommit), so one thread at a
+// time writes and concurrent writers share a transaction and its fsync. Reads run in parallel
+// on up to kReaders connections (WAL readers never block the writer). Another process may
+// open the same file (it then waits up to `busy_timeout_ms` for the write lock).
 class SqliteStore final : public SqlStore {
  public:
   // Opens (creating when missing) the database at `path` and migrates it to kSchemaVersion.
@@ -31,6 +32,7 @@ class SqliteStore final : public SqlStore {
                                                    const SqliteOptions& options = {});
 
  private:
+  static constexpr size_t kReaders = 4;
   explicit SqliteStore(ConnectionPool::Factory factory);
 };
 
