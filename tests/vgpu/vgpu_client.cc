@@ -283,6 +283,13 @@ int fill(std::uint64_t chunk, int threads, bool hold) {
   setup();
   CUcontext ctx = nullptr;
   CHECK(g.cuDevicePrimaryCtxRetain(&ctx, 0));
+  if (hold) {
+    // Wait for the go byte, so that every process of a test has its context before any fills.
+    std::printf("ready 1\n");
+    std::fflush(stdout);
+    char go;
+    if (::read(0, &go, 1) != 1) return 2;
+  }
   std::atomic<int> ok{0};
   std::atomic<int> bad{0};
   std::vector<std::vector<CUdeviceptr>> ptrs(threads);
