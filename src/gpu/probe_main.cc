@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <time.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -28,7 +30,14 @@ struct Options {
   std::string nvml_library = NvmlLibrary::kDefaultPath;
   bool json = false;
   bool verbose = false;
+  int samples = 1;
 };
+
+double cpuSeconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 int fail(const Status& status) {
   std::fprintf(stderr, "gpool-gpu-probe: %s\n", status.toString().c_str());
@@ -129,6 +138,16 @@ int run(const Options& options) {
   if (!inv.ok()) return fail(inv.status());
   auto sample = backend->sample();
   if (!sample.ok()) return fail(sample.status());
+  // With --samples N, the CPU cost of sampling every GPU (what the agent pays per tick).
+  double cpu_us_per_sample = 0;
+  if (options.samples > 1) {
+    double start = cpuSeconds();
+    for (int i = 1; i < options.samples; ++i) {
+      sample = backend->sample();
+      if (!sample.ok()) return fail(sample.status());
+    }
+    cpu_us_per_sample = (cpuSeconds() - start) * 1e6 / (options.samples - 1);
+  }
   std::vector<Finding> findings = checkHealth(*inv, *sample, HealthConfig{});
   // The probe knows no tasks: every process is reported as belonging to none of them.
   for (Finding& f : findStrayProcesses(*sample, GpuOwnership{}))
@@ -148,6 +167,10 @@ int run(const Options& options) {
     std::printf("%s\n", out.dump(2).c_str());
   } else {
     printTable(*inv, *sample, findings, options.fake);
+    if (options.samples > 1) {
+      std::printf("\nSampling cost: %.1f us of CPU per sample of %zu GPUs (%d samples)\n",
+                  cpu_us_per_sample, sample->gpus.size(), options.samples - 1);
+    }
     if (options.verbose && library) {
       std::printf("\nNVML symbols (%s)\n", library->path().c_str());
       for (const auto& [wanted, found] : library->resolvedSymbols()) {
@@ -170,6 +193,8 @@ int main(int argc, char** argv) {
   app.add_option("--nvml-library", options.nvml_library, "Load NVML from this path")
       ->capture_default_str();
   app.add_flag("--json", options.json, "Print JSON instead of tables");
+  app.add_option("--samples", options.samples, "Take this many samples and report their CPU cost")
+      ->check(CLI::Range(1, 1000000));
   app.add_flag("-v,--verbose", options.verbose, "Also list the NVML symbols resolved");
   try {
     app.parse(argc, argv);
