@@ -141,6 +141,42 @@ TEST_P(DurabilityTest, ConcurrentWritersLoseNothing) {
   EXPECT_EQ(countJobs(store()), all.size());
 }
 
+// Concurrent writes may share one transaction (SQLite's group commit); a failing one must
+// not take the others down with it, nor leave anything of itself behind.
+TEST_P(DurabilityTest, ConcurrentWritersFailIndependently) {
+  constexpr int kThreads = 8;
+  std::atomic<int> created{0};
+  std::atomic<int> duplicates{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 10; ++round) {
+        TokenRecord token;
+        token.user = "u" + std::to_string(t);
+        // Threads t and t + 4 race for the same hash in every round.
+        token.hash = "hash-" + std::to_string(round) + "-" + std::to_string(t % 4);
+        token.created = at(round);
+        auto r = store().createToken(token);
+        if (r.ok()) {
+          ++created;
+        } else if (r.status().code() == StatusCode::kAlreadyExists) {
+          ++duplicates;
+        }
+        ASSERT_TRUE(store().submitJobs({job(token.user)}, at(round)).ok());
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(created.load(), 40);
+  EXPECT_EQ(duplicates.load(), 40);
+  size_t tokens = 0;
+  for (int t = 0; t < kThreads; ++t)
+    tokens += store().listTokens("u" + std::to_string(t))->size();
+  EXPECT_EQ(tokens, 40u);
+  EXPECT_EQ(countJobs(store()), 80u);
+}
+
 TEST_P(DurabilityTest, ConcurrentPlacementsOfOneJobExactlyOneWins) {
   for (int round = 0; round < 5; ++round) {
     auto ids = store().submitJobs({job("z")}, at(round));
