@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "common/status.h"
+#include "sim/sim_command.h"
 
 namespace gpool::cli {
 
@@ -18,6 +19,7 @@ int runCli(const std::vector<std::string>& args) {
 
   auto* version = app.add_subcommand("version", "Print the version of this gpool build");
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
+  sim::registerSimCommands(app);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {

@@ -187,7 +187,9 @@ bool fitsNow(const Node& node, const TaskRequest& task) {
 }
 
 std::vector<TaskAllocation> candidateAllocations(const ClusterState& cluster, size_t node_index,
-                                                 const TaskRequest& task, bool all_choices) {
+                                                 const TaskRequest& task, GpuChoices choices) {
+  const bool all_choices = choices != GpuChoices::kCanonical;
+  const bool dedup = choices == GpuChoices::kDistinct;
   std::vector<TaskAllocation> out;
   const Node& node = cluster.node(node_index);
   if (!fitsNow(node, task)) return out;
@@ -216,8 +218,10 @@ std::vector<TaskAllocation> candidateAllocations(const ClusterState& cluster, si
         continue;
       }
       std::pair<uint32_t, uint64_t> state{g.compute_free, g.memory_free_mib};
-      if (std::find(seen.begin(), seen.end(), state) != seen.end()) continue;
-      seen.push_back(state);
+      if (dedup) {
+        if (std::find(seen.begin(), seen.end(), state) != seen.end()) continue;
+        seen.push_back(state);
+      }
       TaskAllocation a = base;
       a.gpus.push_back({g.index, task.gpu_memory_mib, compute});
       out.push_back(std::move(a));
@@ -250,6 +254,29 @@ size_t datasetsHeld(const Node& node, const Constraints& c) {
   return n;
 }
 
+// The node's own best choice: highest score; equal scores keep the first or, when
+// `random_within`, one uniformly at random.
+size_t bestWithinNode(const ClusterState& cluster, const TaskRequest& task, PlacementPolicy& policy,
+                      Random& random, const std::vector<TaskAllocation>& cands, bool random_within,
+                      double* score) {
+  const double eps = policy.tieEpsilon();
+  size_t pick = 0;
+  uint64_t ties = 1;
+  double pick_score = policy.score(cluster, task, cands[0]);
+  for (size_t c = 1; c < cands.size(); ++c) {
+    double s = policy.score(cluster, task, cands[c]);
+    if (s > pick_score + eps) {
+      pick_score = s;
+      pick = c;
+      ties = 1;
+    } else if (random_within && s >= pick_score - eps && random.uniform(++ties) == 0) {
+      pick = c;
+    }
+  }
+  *score = pick_score;
+  return pick;
+}
+
 struct Choice {
   bool found = false;
   TaskAllocation alloc;
@@ -264,20 +291,13 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
   Choice best;
   uint64_t ties = 0;
   const double eps = policy.tieEpsilon();
-  const bool all_choices = policy.wantsGpuChoices();
+  const GpuChoices choices = policy.gpuChoices();
+  const bool random_within = policy.randomWithinNode();
   for (size_t n = 0; n < cluster.size(); ++n) {
-    std::vector<TaskAllocation> cands = candidateAllocations(cluster, n, task, all_choices);
+    std::vector<TaskAllocation> cands = candidateAllocations(cluster, n, task, choices);
     if (cands.empty()) continue;
-    // The node's own best choice: highest score, first one on equal scores.
-    size_t pick = 0;
-    double pick_score = policy.score(cluster, task, cands[0]);
-    for (size_t c = 1; c < cands.size(); ++c) {
-      double s = policy.score(cluster, task, cands[c]);
-      if (s > pick_score + eps) {
-        pick_score = s;
-        pick = c;
-      }
-    }
+    double pick_score = 0;
+    size_t pick = bestWithinNode(cluster, task, policy, random, cands, random_within, &pick_score);
     size_t locality = datasetsHeld(cluster.node(n), task.constraints);
     bool reused = std::find(used_nodes.begin(), used_nodes.end(), n) != used_nodes.end();
     locality = locality * 2 + (reused ? 1 : 0);
@@ -455,20 +475,14 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
     double sum = 0;
     bool ok = true;
     for (uint32_t t = 0; t < request.tasks && ok; ++t) {
-      auto cands = candidateAllocations(scratch, n, task, policy.wantsGpuChoices());
+      auto cands = candidateAllocations(scratch, n, task, policy.gpuChoices());
       if (cands.empty()) {
         ok = false;
         break;
       }
-      size_t pick = 0;
-      double pick_score = policy.score(scratch, task, cands[0]);
-      for (size_t c = 1; c < cands.size(); ++c) {
-        double s = policy.score(scratch, task, cands[c]);
-        if (s > pick_score + eps) {
-          pick_score = s;
-          pick = c;
-        }
-      }
+      double pick_score = 0;
+      size_t pick = bestWithinNode(scratch, task, policy, random, cands, policy.randomWithinNode(),
+                                   &pick_score);
       sum += pick_score;
       ok = scratch.apply(cands[pick]).isOk();
       if (ok) tasks.push_back(std::move(cands[pick]));

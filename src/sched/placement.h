@@ -78,6 +78,8 @@ struct PlacementResult {
   std::vector<std::string> unsatisfiable;
 };
 
+enum class GpuChoices : uint8_t { kCanonical, kDistinct, kEvery };
+
 // A scoring policy: given a feasible candidate (one task on one node with a concrete choice of
 // GPUs), returns how good it is; the highest score wins. A policy may keep caches keyed on
 // ClusterState::nodeVersion, hence score() is non-const.
@@ -90,12 +92,23 @@ class PlacementPolicy {
   virtual std::string_view name() const = 0;
   virtual double score(const ClusterState& cluster, const TaskRequest& task,
                        const TaskAllocation& candidate) = 0;
-  // When true, place() offers every distinct GPU choice within a node (e.g. each partly used
-  // GPU for a slice); otherwise only one canonical choice per node (the default choice:
-  // best-fitting GPU for a slice, best-connected set for whole GPUs).
-  virtual bool wantsGpuChoices() const { return false; }
+  // Which GPU choices within a node place() offers to score(): only the canonical one (the
+  // best-fitting GPU for a slice, the best-connected set for whole GPUs), one per distinct free
+  // state of the eligible GPUs, or every eligible GPU.
+  virtual GpuChoices gpuChoices() const { return GpuChoices::kCanonical; }
+  // Equal-scored choices within one node: false takes the first (lowest GPU index), true one
+  // at random.
+  virtual bool randomWithinNode() const { return false; }
   // Candidates whose scores differ by less than this count as ties (broken at random).
   virtual double tieEpsilon() const { return 1e-9; }
+  // Told after the caller applied a placement this policy chose, for policies that remember
+  // what runs where (e.g. GpuClustering). The default does nothing.
+  virtual void notePlaced(const ClusterState& cluster, const TaskRequest& task,
+                          const TaskAllocation& alloc) {
+    (void)cluster;
+    (void)task;
+    (void)alloc;
+  }
 };
 
 // Places all tasks of `request` or none. `cluster` is not modified (the caller applies the
@@ -110,9 +123,9 @@ std::string staticMismatch(const Node& node, const TaskRequest& task);
 // Whether the task fits on the node right now (static constraints and free resources).
 bool fitsNow(const Node& node, const TaskRequest& task);
 
-// Enumerates the GPU choices for one task on one node (empty when it does not fit). With
-// `all_choices` false, returns at most one: the canonical choice described above.
+// Enumerates the GPU choices for one task on one node (empty when it does not fit), as
+// described at PlacementPolicy::gpuChoices.
 std::vector<TaskAllocation> candidateAllocations(const ClusterState& cluster, size_t node,
-                                                 const TaskRequest& task, bool all_choices);
+                                                 const TaskRequest& task, GpuChoices choices);
 
 }  // namespace gpool::sched

@@ -1,0 +1,131 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "sched/fragmentation.h"
+#include "sched/placement.h"
+
+// The scoring policies. The six baselines follow the definitions of the FGD paper's simulator
+// (github.com/hkust-adsl/kubernetes-scheduler-simulator), including its integer 0..100 scores,
+// so that their ties (broken at random) behave the same:
+//   Random         a uniformly random feasible node (and random GPU for a slice)
+//   DotProd        Tetris-style: 1 - <free, request> / 2 on (CPU, GPU) normalised by
+//                  128 cores / 8 GPUs, best-fit GPU
+//   GpuClustering  prefer nodes already running tasks of the same GPU request kind
+//   GpuPacking     prefer partly used GPUs, then partly used nodes, then idle nodes
+//   BestFit        least leftover 0.5 * CPU / 128 cores + 0.5 * GPU / 8 GPUs
+//   FGD            least growth of FGD's fragmentation measure (sigmoid-scaled to 0..100)
+// and gpool's own:
+//   gpool          FGD's measure, unquantised, with packing tie-breaks (see docs/
+//                  scheduler-placement.md for the measurements behind it)
+namespace gpool::sched {
+
+// Normalisation constants of the published simulator ("max spec" of a node).
+inline constexpr double kMaxSpecCpuMillis = 128000;
+inline constexpr double kMaxSpecGpuMilli = 8000;
+
+class RandomPolicy final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "Random"; }
+  double score(const ClusterState&, const TaskRequest&, const TaskAllocation&) override {
+    return 0;
+  }
+  GpuChoices gpuChoices() const override { return GpuChoices::kEvery; }
+  bool randomWithinNode() const override { return true; }
+};
+
+class DotProdPolicy final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "DotProd"; }
+  double score(const ClusterState& cluster, const TaskRequest& task,
+               const TaskAllocation& candidate) override;
+  double tieEpsilon() const override { return 0.5; }
+};
+
+class GpuClusteringPolicy final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "GpuClustering"; }
+  double score(const ClusterState& cluster, const TaskRequest& task,
+               const TaskAllocation& candidate) override;
+  double tieEpsilon() const override { return 0.5; }
+  void notePlaced(const ClusterState& cluster, const TaskRequest& task,
+                  const TaskAllocation& alloc) override;
+
+ private:
+  // Per node: how many tasks of each kind run there (kinds: 0 = slice, k = k whole GPUs).
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> kinds_;
+};
+
+class GpuPackingPolicy final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "GpuPacking"; }
+  double score(const ClusterState& cluster, const TaskRequest& task,
+               const TaskAllocation& candidate) override;
+  double tieEpsilon() const override { return 0.5; }
+};
+
+class BestFitPolicy final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "BestFit"; }
+  double score(const ClusterState& cluster, const TaskRequest& task,
+               const TaskAllocation& candidate) override;
+  double tieEpsilon() const override { return 0.5; }
+};
+
+// Scores by the change of FGD's fragmentation measure on the candidate's node. `quantised`
+// reproduces the published plugin (int(100 * sigmoid(-delta / 1000))); otherwise the score is
+// the exact reduction in thousandths of a GPU.
+class FgdPolicy : public PlacementPolicy {
+ public:
+  explicit FgdPolicy(std::shared_ptr<const FragmentationModel> model, bool quantised = true);
+  std::string_view name() const override { return "FGD"; }
+  double score(const ClusterState& cluster, const TaskRequest& task,
+               const TaskAllocation& candidate) override;
+  GpuChoices gpuChoices() const override { return GpuChoices::kDistinct; }
+  double tieEpsilon() const override { return quantised_ ? 0.5 : 1e-6; }
+
+  // Fragmentation reduction (before - after, thousandths) if `candidate` were applied.
+  double fragmentationDelta(const ClusterState& cluster, const TaskAllocation& candidate);
+  const FragmentationModel& model() const { return *model_; }
+
+ private:
+  struct CacheEntry {
+    uint64_t cpu_free = 0;
+    std::vector<uint32_t> gpu_free;
+    double frag = 0;
+    bool valid = false;
+  };
+  double fragmentationBefore(const ClusterState& cluster, size_t node);
+
+  std::shared_ptr<const FragmentationModel> model_;
+  bool quantised_;
+  std::vector<CacheEntry> cache_;
+};
+
+// gpool's default: FGD's measure unquantised, then (for near-equal fragmentation) prefer the
+// candidate that packs: the least free GPU compute left on the GPUs used, then on the node.
+class GpoolPolicy final : public PlacementPolicy {
+ public:
+  explicit GpoolPolicy(std::shared_ptr<const FragmentationModel> model);
+  std::string_view name() const override { return "gpool"; }
+  double score(const ClusterState& cluster, const TaskRequest& task,
+               const TaskAllocation& candidate) override;
+  GpuChoices gpuChoices() const override { return GpuChoices::kDistinct; }
+  double tieEpsilon() const override { return 1e-6; }
+
+ private:
+  FgdPolicy fgd_;
+};
+
+// The policy names makePolicy() knows, in the published order, then gpool's.
+const std::vector<std::string>& policyNames();
+// Creates a policy by name (case-insensitive). FGD and gpool need `model` (the workload's
+// typical shapes); an unknown name is InvalidArgument listing the known ones.
+Result<std::unique_ptr<PlacementPolicy>> makePolicy(
+    std::string_view name, std::shared_ptr<const FragmentationModel> model);
+
+}  // namespace gpool::sched

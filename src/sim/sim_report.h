@@ -1,0 +1,59 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sim/fgd_replay.h"
+
+// Output of the FGD-mode simulator: a terminal table, one JSON object per line, an SVG plot of
+// allocation vs arrived load, and the side-by-side comparison with the published numbers.
+namespace gpool::sim {
+
+// "Workload  Policy  seeds  80 90 95 100 110 120 130  std@130  frag@100  failed".
+std::string formatTable(const std::vector<PolicyResult>& results);
+
+// One line: {"workload":..,"policy":..,"seeds":N,"alloc_pct":{"80":..,...},
+// "alloc_std_at_130":..,"frag_pct":{...},"failed_pods":..}.
+std::string toJsonLine(const PolicyResult& result);
+
+// A line chart of mean allocation % (y) against arrived % (x, 0..130) per policy, with the
+// ideal y = min(x, 100) as a dashed reference. Written without any plotting dependency.
+std::string allocationSvg(const std::vector<PolicyResult>& results, const std::string& title);
+// Grouped bars of mean fragmentation (% of capacity) at the report levels, per policy.
+std::string fragmentationSvg(const std::vector<PolicyResult>& results, const std::string& title);
+
+Status writeFile(const std::string& path, const std::string& content);
+
+// The published means (summary_mean_over_seeds.csv): workload, policy (without the "06-"
+// prefix), mean allocation at the report levels.
+struct PublishedRow {
+  std::string workload;
+  std::string policy;
+  std::vector<double> alloc;  // kReportLevels order
+};
+Result<std::vector<PublishedRow>> readPublishedSummary(const std::string& path);
+
+// Side by side at every report level; `ok_out` is set when all six baselines are within
+// `tolerance_pp` at 100% and 130%.
+std::string formatComparison(const std::vector<PolicyResult>& results,
+                             const std::vector<PublishedRow>& published, double tolerance_pp,
+                             bool* ok_out);
+
+// A one-line progress bar on stderr, redrawn in place ("[#####.....] 12/70 runs").
+class ProgressBar {
+ public:
+  explicit ProgressBar(std::string label, bool enabled)
+      : label_(std::move(label)), enabled_(enabled) {}
+  void update(size_t done, size_t total);
+  void finish();
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+}  // namespace gpool::sim
