@@ -179,6 +179,20 @@ FakeLock::~FakeLock() {
 
 FakeProc* fakeProc(int device, std::int32_t pid) {
   FakeState* s = fakeState();
+  // The last record found per device, checked before scanning (launches look it up every time).
+  static thread_local FakeProc* last[kFakeMaxDevices] = {};
+  if (FakeProc* p = last[device]; p != nullptr && p->pid == pid && p->device == device) return p;
+  FakeProc* found = nullptr;
+  for (FakeProc& p : s->procs) {
+    if (p.pid == pid && p.device == device) {
+      found = &p;
+      break;
+    }
+  }
+  if (found != nullptr) {
+    last[device] = found;
+    return found;
+  }
   FakeProc* free_slot = nullptr;
   for (FakeProc& p : s->procs) {
     if (p.pid == pid && p.device == device) return &p;

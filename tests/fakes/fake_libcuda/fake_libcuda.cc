@@ -12,6 +12,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,6 +88,19 @@ FakeContext* g_primary[gpool::fakes::kFakeMaxDevices];
 int g_primary_refs[gpool::fakes::kFakeMaxDevices];
 thread_local std::vector<FakeContext*> t_ctx_stack;
 
+// getpid() is a system call; the driver knows its process. Reset in a fork child.
+std::atomic<std::int32_t> g_pid{0};
+std::int32_t selfPid() {
+  std::int32_t pid = g_pid.load(std::memory_order_relaxed);
+  if (pid == 0) {
+    pid = static_cast<std::int32_t>(::getpid());
+    g_pid.store(pid, std::memory_order_relaxed);
+    static const int registered = ::pthread_atfork(nullptr, nullptr, [] { g_pid.store(0); });
+    (void)registered;
+  }
+  return pid;
+}
+
 FakeContext* current() {
   return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back();
 }
@@ -114,7 +128,7 @@ CUresult chargeDevice(int device, std::uint64_t bytes) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   s->rt[device].used_bytes += bytes;
-  if (auto* p = fakeProc(device, ::getpid())) p->used_bytes += bytes;
+  if (auto* p = fakeProc(device, selfPid())) p->used_bytes += bytes;
   return CUDA_SUCCESS;
 }
 
@@ -122,7 +136,7 @@ void unchargeDevice(int device, std::uint64_t bytes) {
   FakeLock lock;
   FakeState* s = fakeState();
   s->rt[device].used_bytes -= std::min(bytes, s->rt[device].used_bytes);
-  if (auto* p = fakeProc(device, ::getpid())) p->used_bytes -= std::min(bytes, p->used_bytes);
+  if (auto* p = fakeProc(device, selfPid())) p->used_bytes -= std::min(bytes, p->used_bytes);
 }
 
 CUresult allocate(int device, std::uint64_t bytes, MemKind kind, std::uint64_t* key) {
@@ -217,7 +231,7 @@ CUresult launch(CUfunction f, CUstream stream, void** params) {
   std::int64_t end = 0;
   {
     FakeLock lock;
-    end = fakeScheduleKernel(ctx->device, ::getpid(), kernelDuration(params),
+    end = fakeScheduleKernel(ctx->device, selfPid(), kernelDuration(params),
                              s != nullptr ? s->last_end_us.load() : 0);
   }
   if (s != nullptr) s->last_end_us.store(end);
