@@ -212,6 +212,8 @@ class Pass {
   std::unordered_map<JobId, size_t> by_id_;
   std::unordered_map<std::string, uint64_t> user_held_, group_held_, user_qos_held_;
   std::unordered_map<std::string, uint64_t> deserved_;
+  // GPUs of jobs already told to leave (earlier passes or this one), per group.
+  std::unordered_map<std::string, uint64_t> group_leaving_;
   std::unordered_map<std::string, Cached> cache_work_, cache_masked_;
   std::unordered_set<std::string> preempt_failed_;
   std::unordered_map<std::string, bool> static_ok_;
@@ -254,6 +256,7 @@ void Pass::prepare() {
     d.group = j.group;
     if (j.state == JobState::kRunning) {
       ++out_.stats.running;
+      if (j.preempt_deadline) group_leaving_[j.group] += info.demand;
       user_held_[j.user] += info.demand;
       group_held_[j.group] += info.demand;
       user_qos_held_[j.user + '\n' + j.qos] += info.demand;
@@ -321,6 +324,7 @@ void Pass::idleReclaim() {
       out_.preemptions.push_back(
           {j.id, 0, cfg_.preemption.grace_s, "GPU allocation idle for " + formatDuration(idle_s)});
       victims_.insert(j.id);
+      group_leaving_[j.group] += gpuDemand(j);
     } else if (idle_s >= cfg_.idle.warn_after_s && !j.idle_warned) {
       out_.idle.push_back({j.id, IdleAction::kWarn, idle_s});
     } else if (idle_s >= cfg_.idle.flag_after_s) {
@@ -458,7 +462,13 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
     }
   }
 
-  const uint64_t p_group_held = group_held_[p.group];
+  // Work already leaving no longer counts for its group: reclaim looks at what will remain.
+  auto remaining = [&](const std::string& group) {
+    uint64_t held = group_held_[group];
+    uint64_t gone = group_leaving_[group];
+    return held > gone ? held - gone : 0;
+  };
+  const uint64_t p_group_held = remaining(p.group);
   const uint64_t p_deserved = deserved_[p.group];
   struct Candidate {
     const Job* job;
@@ -473,8 +483,10 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
     if (secondsBetween(j.start_time, now_) < pc.min_run_time_s) continue;
     bool preemptible = j.preemptible || (v.qos && v.qos->preemptible);
     bool by_priority = preemptible && info.key > v.key;
+    // Reclaim never takes a group below its deserved share, so the two groups cannot swap
+    // places and reclaim back and forth (KAI: reclaim must not invert their order).
     bool reclaim = pc.reclaim && j.borrowed && j.group != p.group &&
-                   group_held_[j.group] > deserved_[j.group] &&
+                   remaining(j.group) >= deserved_[j.group] + v.demand &&
                    p_group_held + info.demand <= p_deserved;
     if (!by_priority && !reclaim) continue;
     double lost = static_cast<double>(v.compute) / 1000.0 *
@@ -498,7 +510,14 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
   std::vector<const Candidate*> chosen;
   uint64_t freed = 0;
   PlacementResult fit;
+  std::unordered_map<std::string, uint64_t> taken;  // reclaimed per group in this attempt
   for (const Candidate& c : cands) {
+    if (c.reclaim) {
+      const std::string& g = c.job->group;
+      uint64_t d = gpuDemand(*c.job);
+      if (remaining(g) < deserved_[g] + taken[g] + d) continue;
+      taken[g] += d;
+    }
     releaseAll(scratch, c.job->allocation);
     chosen.push_back(&c);
     freed += computeDemand(*c.job);
@@ -527,6 +546,7 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
   std::string names;
   for (const Candidate* c : chosen) {
     victims_.insert(c->job->id);
+    group_leaving_[c->job->group] += gpuDemand(*c->job);
     std::string why = c->reclaim ? "reclaimed for group " + p.group + " (below its share)"
                                  : "preempted by higher-priority job " + std::to_string(p.id);
     out_.preemptions.push_back({c->job->id, p.id, pc.grace_s, why});
