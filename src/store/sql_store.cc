@@ -168,7 +168,7 @@ SqlParam optTimeParam(const std::optional<TimePoint>& t) {
 constexpr const char* kJobColumns =
     "id, user_name, group_name, state, spec_json, gpu_thousandths, priority, array_parent, "
     "array_index, submit_time, start_time, end_time, placement_json, epoch, exit_code, reason, "
-    "requeue_count";
+    "requeue_count, uid";
 
 JobRecord jobFromRow(const SqlRow& r) {
   JobRecord j;
@@ -189,6 +189,7 @@ JobRecord jobFromRow(const SqlRow& r) {
   if (auto v = r.optInteger(14)) j.exit_code = static_cast<int32_t>(*v);
   j.reason = r.text(15);
   j.requeue_count = static_cast<int32_t>(r.integer(16));
+  j.uid = static_cast<uint32_t>(r.integer(17));
   return j;
 }
 
@@ -249,7 +250,12 @@ Status clearForRequeue(Txn& tx, int64_t job_id) {
 }  // namespace
 
 std::vector<Migration> migrationsFor(Dialect dialect) {
-  return {Migration{1, "initial schema", expand(kSchemaV1, dialect)}};
+  return {
+      Migration{1, "initial schema", expand(kSchemaV1, dialect)},
+      // The submitting user's uid, so that a job can be run (and shown) without looking the
+      // user up again; 0 for jobs submitted before version 2.
+      Migration{2, "jobs.uid", "ALTER TABLE jobs ADD COLUMN uid BIGINT NOT NULL DEFAULT 0"},
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,6 +498,9 @@ Result<std::vector<int64_t>> SqlStore::submitJobs(const std::vector<NewJob>& job
     ids.clear();
     for (const NewJob& j : jobs) {
       SqlParam parent = sqlOpt(j.array_parent);
+      // The first element of a new array names itself (Slurm: job 12_0 has ArrayJobId 12); its
+      // id is only known after the insert, so it is set below.
+      const bool self_parent = j.array_parent && *j.array_parent == -1 && ids.empty();
       if (j.array_parent && *j.array_parent == -1) {
         parent = ids.empty() ? sqlNull() : SqlParam{ids.front()};
       }
@@ -499,13 +508,19 @@ Result<std::vector<int64_t>> SqlStore::submitJobs(const std::vector<NewJob>& job
           auto rows,
           tx.query("INSERT INTO jobs (user_name, group_name, state, spec_json, "
                    "gpu_thousandths, priority, array_parent, array_index, submit_time, "
-                   "reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                   "reason, uid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+                   "RETURNING id",
                    {j.user, j.group, std::string(kStatePending), j.spec_json,
                     static_cast<int64_t>(j.gpu_thousandths), static_cast<int64_t>(j.priority),
-                    parent, sqlOpt(j.array_index), micros(now), std::string("submitted")}));
+                    parent, sqlOpt(j.array_index), micros(now), std::string("submitted"),
+                    static_cast<int64_t>(j.uid)}));
       if (rows.empty()) return Status::internal("INSERT INTO jobs returned no id");
       int64_t id = rows[0].integer(0);
       ids.push_back(id);
+      if (self_parent) {
+        GPOOL_RETURN_IF_ERROR(
+            tx.exec("UPDATE jobs SET array_parent = $1 WHERE id = $1", {SqlParam{id}}));
+      }
       GPOOL_RETURN_IF_ERROR(insertEvent(tx, id, now, "", kStatePending, "submitted"));
     }
     return Status::ok();

@@ -29,18 +29,23 @@ inline constexpr const char* kStateRunning = "RUNNING";
 
 struct NewJob {
   std::string user;
+  uint32_t uid = 0;
   std::string group;
   std::string spec_json;  // the api's JobSpec, as JSON text
   // GPUs the job holds while it runs, in thousandths (units.h); usage is counted from it.
   uint32_t gpu_thousandths = 0;
   int32_t priority = 0;
-  std::optional<int64_t> array_parent;  // id of the array's first job, for array elements
+  // For array elements: the array's job id, which is the id of its first element (Slurm's
+  // ArrayJobId; the first element names itself). -1 means "the first job of this batch",
+  // which lets one submitJobs call create a whole array.
+  std::optional<int64_t> array_parent;
   std::optional<int32_t> array_index;
 };
 
 struct JobRecord {
   int64_t id = 0;
   std::string user;
+  uint32_t uid = 0;
   std::string group;
   std::string state;
   std::string spec_json;
@@ -227,8 +232,7 @@ class Store {
 
   // ---- jobs
   // Inserts the jobs in PENDING with one "submitted" event each, all in one transaction, and
-  // returns their ids in order. An array's elements name the first element's id as parent;
-  // when `NewJob::array_parent` is -1 the parent is the first job of this batch.
+  // returns their ids in order (ascending). See NewJob::array_parent for arrays.
   virtual Result<std::vector<int64_t>> submitJobs(const std::vector<NewJob>& jobs,
                                                   TimePoint now) = 0;
   virtual Result<JobRecord> getJob(int64_t id) = 0;
@@ -327,6 +331,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 1;
+inline constexpr int32_t kSchemaVersion = 2;
 
 }  // namespace gpool::store

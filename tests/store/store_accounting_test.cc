@@ -36,7 +36,10 @@ TEST_P(AccountingTest, UsageReportCountsSlicesAndClipsToThePeriod) {
   runJob(store(), "u2", "g1", 500, minutesAfter(60), minutesAfter(180));
   runJob(store(), "u2", "g2", 250, minutesAfter(0), minutesAfter(240));
   // A job that never ran adds nothing.
-  NewJob pending{"u3", "g2", "{}", 1000, 0, std::nullopt, std::nullopt};
+  NewJob pending;
+  pending.user = "u3";
+  pending.group = "g2";
+  pending.gpu_thousandths = 1000;
   ASSERT_TRUE(store().submitJobs({pending}, minutesAfter(0)).ok());
 
   auto by_user = store().usageReport(UsageGrouping::kUser, minutesAfter(60), minutesAfter(120));

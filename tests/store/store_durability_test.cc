@@ -57,6 +57,30 @@ TEST_P(DurabilityTest, MigratesFromEmptyAndReopensWithoutLosingData) {
   EXPECT_GT(more->at(0), ids->at(1));
 }
 
+// A database left at version 1 by an older binary is upgraded on open, keeping its rows.
+TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
+  auto ids = store().submitJobs({job("old")}, at(0));
+  ASSERT_TRUE(ids.ok());
+  // Turn the database back into what version 1 wrote.
+  ASSERT_TRUE(store()
+                  .execForTest("ALTER TABLE jobs DROP COLUMN uid; UPDATE schema_version SET "
+                               "version = 1 WHERE id = 1")
+                  .isOk());
+  reopen();
+  auto version = store().schemaVersion();
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(*version, kSchemaVersion);
+  auto got = store().getJob(ids->at(0));
+  ASSERT_TRUE(got.ok()) << got.status().toString();
+  EXPECT_EQ(got->user, "old");
+  EXPECT_EQ(got->uid, 0u);
+  NewJob j = job("new");
+  j.uid = 4242;
+  auto more = store().submitJobs({j}, at(1));
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(store().getJob(more->at(0))->uid, 4242u);
+}
+
 TEST_P(DurabilityTest, RefusesAStoreWrittenByANewerBinary) {
   ASSERT_TRUE(store().execForTest("UPDATE schema_version SET version = 99 WHERE id = 1").isOk());
   store_.reset();

@@ -31,6 +31,7 @@ using JobsTest = StoreTest;
 TEST_P(JobsTest, SubmitStoresEveryFieldAndASubmittedEvent) {
   NewJob j = job("alice", "vision", 250);
   j.priority = 7;
+  j.uid = 1001;
   auto ids = store().submitJobs({j}, at(10));
   ASSERT_TRUE(ids.ok()) << ids.status().toString();
   ASSERT_EQ(ids->size(), 1u);
@@ -38,6 +39,7 @@ TEST_P(JobsTest, SubmitStoresEveryFieldAndASubmittedEvent) {
   ASSERT_TRUE(got.ok()) << got.status().toString();
   EXPECT_EQ(got->id, ids->at(0));
   EXPECT_EQ(got->user, "alice");
+  EXPECT_EQ(got->uid, 1001u);
   EXPECT_EQ(got->group, "vision");
   EXPECT_EQ(got->state, "PENDING");
   EXPECT_EQ(got->spec_json, j.spec_json);
@@ -78,10 +80,8 @@ TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
   ASSERT_EQ(ids->size(), 4u);
   for (size_t i = 1; i < ids->size(); ++i)
     EXPECT_GT(ids->at(i), ids->at(i - 1));
-  auto first = store().getJob(ids->at(0));
-  ASSERT_TRUE(first.ok());
-  EXPECT_FALSE(first->array_parent.has_value());
-  for (size_t i = 1; i < 4; ++i) {
+  // The first element names itself, as Slurm's ArrayJobId does.
+  for (size_t i = 0; i < 4; ++i) {
     auto element = store().getJob(ids->at(i));
     ASSERT_TRUE(element.ok());
     EXPECT_EQ(element->array_parent, ids->at(0));
@@ -91,7 +91,13 @@ TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
   filter.array_parent = ids->at(0);
   auto page = store().listJobs(filter);
   ASSERT_TRUE(page.ok());
-  EXPECT_EQ(page->jobs.size(), 3u);
+  EXPECT_EQ(page->jobs.size(), 4u);
+  // A later batch can add elements to the same array by naming its id.
+  NewJob more = job("bob");
+  more.array_parent = ids->at(0);
+  more.array_index = 4;
+  ASSERT_TRUE(store().submitJobs({more}, at(1)).ok());
+  EXPECT_EQ(store().listJobs(filter)->jobs.size(), 5u);
 }
 
 TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
