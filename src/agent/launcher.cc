@@ -4,8 +4,8 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,13 +23,6 @@
 
 namespace gpool::agent {
 namespace {
-
-// Closes every fd from `first` on, in a child between fork and exec.
-void closeFrom(int first) {
-  if (::syscall(SYS_close_range, first, ~0U, 0) == 0) return;
-  for (int fd = first; fd < 4096; ++fd)
-    ::close(fd);
-}
 
 bool validTaskName(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
@@ -54,50 +47,68 @@ Result<TaskInfo> Launcher::launch(const TaskLaunch& launch) {
   GPOOL_RETURN_IF_ERROR(writeFileAtomically(dir + "/launch.json", toJson(launch), 0600));
   GPOOL_RETURN_IF_ERROR(
       writeFileAtomically(dir + "/options.json", toJson(options_.supervisor), 0600));
+  auto user = resolveUser(launch);
+  if (!user.ok()) {
+    // Every launch leaves a record, so that the agent reports the failure like any other end.
+    TaskStatus failed;
+    failed.state = TaskState::kFailed;
+    failed.reason = user.status().message();
+    failed.ended_at_us = toUnixMicros(realClock().now());
+    GPOOL_RETURN_IF_ERROR(writeFileDurably(dir + "/status.json", toJson(failed)));
+    return user.status().withContext("task " + name + " did not start");
+  }
+  GPOOL_RETURN_IF_ERROR(writeFileAtomically(dir + "/user.json", toJson(*user), 0600));
 
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return errnoStatus("pipe failed", dir, errno);
-  // Everything the children need is prepared before fork: the agent may be multi-threaded,
-  // so the children only make async-signal-safe calls.
+  // posix_spawn (vfork-like: no copy of the agent's address space) starts the supervisor in a
+  // new session; the supervisor's --detach forks once more and the first process exits at once,
+  // so the supervisor is re-parented to init (or the nearest subreaper) and outlives the agent:
+  // the classic double fork, with the expensive half done by a small static binary.
   std::string supervisor = options_.supervisor_path;
   std::string log_path = dir + "/supervisor.log";
   std::string arg_dir = dir;
   char arg0[] = "gpool-supervisor";
   char arg_task_dir[] = "--task-dir";
   char arg_ready[] = "--ready-fd=3";
-  char* argv[] = {arg0, arg_task_dir, arg_dir.data(), arg_ready, nullptr};
+  char arg_detach[] = "--detach";
+  char* argv[] = {arg0, arg_task_dir, arg_dir.data(), arg_ready, arg_detach, nullptr};
+  char* envp[] = {nullptr};
 
-  pid_t middle = ::fork();
-  if (middle < 0) {
-    int err = errno;
-    ::close(ready[0]);
-    ::close(ready[1]);
-    return errnoStatus("fork failed", dir, err);
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attr);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // dup2 onto itself would keep O_CLOEXEC; go through a spare descriptor in that case.
+  int ready_src = ready[1];
+  if (ready_src == 3) {
+    ready_src = ::fcntl(ready[1], F_DUPFD_CLOEXEC, 10);
   }
-  if (middle == 0) {
-    // Double fork: the supervisor's parent exits at once, so the supervisor is re-parented to
-    // init (or the nearest subreaper) and, in its own session, outlives the agent.
-    ::setsid();
-    pid_t pid = ::fork();
-    if (pid != 0) ::_exit(pid < 0 ? 1 : 0);
-    int ready_copy = ::fcntl(ready[1], F_DUPFD, 10);
-    int null_fd = ::open("/dev/null", O_RDWR);
-    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (ready_copy < 0 || null_fd < 0 || log_fd < 0) ::_exit(126);
-    ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-    ::dup2(ready_copy, 3);
-    closeFrom(4);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(supervisor.c_str(), argv);
-    ::_exit(127);
-  }
+  posix_spawn_file_actions_adddup2(&actions, ready_src, 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t first = -1;
+  int spawn_err = ::posix_spawn(&first, supervisor.c_str(), &actions, &attr, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (ready_src != ready[1]) ::close(ready_src);
   ::close(ready[1]);
+  if (spawn_err != 0) {
+    ::close(ready[0]);
+    return errnoStatus("cannot start the supervisor", supervisor, spawn_err);
+  }
   int ws = 0;
-  while (::waitpid(middle, &ws, 0) < 0 && errno == EINTR) {
+  while (::waitpid(first, &ws, 0) < 0 && errno == EINTR) {
   }
 
   std::string reply;
@@ -125,10 +136,31 @@ Result<TaskInfo> Launcher::launch(const TaskLaunch& launch) {
     return Status::failedPrecondition("task " + name + " did not start: " + msg);
   }
   if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0) {
-    return Status::ioError("task " + name + ": could not fork the supervisor");
+    return Status::ioError("task " + name + ": the supervisor exited with " +
+                           std::to_string(WEXITSTATUS(ws)) + "; see " + log_path);
   }
   return Status::unavailable("task " + name + ": the supervisor " + supervisor +
                              " did not report; see " + log_path);
+}
+
+Result<UnixUser> Launcher::resolveUser(const TaskLaunch& launch) const {
+  GPOOL_ASSIGN_OR_RETURN(UnixUser user, lookupUnixUser(launch.user));
+  if (launch.uid && *launch.uid != user.uid) {
+    return Status::permissionDenied("user '" + user.name + "' has uid " + std::to_string(user.uid) +
+                                    ", not " + std::to_string(*launch.uid));
+  }
+  if (launch.gid) {
+    if (std::find(user.groups.begin(), user.groups.end(), *launch.gid) == user.groups.end()) {
+      return Status::permissionDenied("user '" + user.name + "' is not in group " +
+                                      std::to_string(*launch.gid));
+    }
+    user.gid = *launch.gid;
+  }
+  if (user.uid == 0 && !options_.supervisor.allow_root) {
+    return Status::permissionDenied("tasks may not run as root (user '" + user.name +
+                                    "'); the pool's config does not allow it");
+  }
+  return user;
 }
 
 Result<TaskStatus> Launcher::readStatus(const std::string& name) {
@@ -273,8 +305,8 @@ Result<pid_t> Launcher::spawnInTask(const std::string& name, const std::vector<s
   }
   GPOOL_ASSIGN_OR_RETURN(std::string launch_text, readFile(info.dir + "/launch.json"));
   GPOOL_ASSIGN_OR_RETURN(TaskLaunch launch, taskLaunchFromJson(launch_text));
-  GPOOL_ASSIGN_OR_RETURN(UnixUser user, lookupUnixUser(launch.user));
-  if (launch.gid) user.gid = *launch.gid;
+  GPOOL_ASSIGN_OR_RETURN(std::string user_text, readFile(info.dir + "/user.json"));
+  GPOOL_ASSIGN_OR_RETURN(UnixUser user, unixUserFromJson(user_text));
   if (user.uid == 0 && !options_.supervisor.allow_root) {
     return Status::permissionDenied("task " + name + " belongs to root");
   }

@@ -10,6 +10,7 @@
 
 #include "agent/supervisor.h"
 #include "agent/task_launch.h"
+#include "agent/unix_user.h"
 #include "common/result.h"
 
 namespace gpool::agent {
@@ -82,6 +83,8 @@ class Launcher {
 
  private:
   Result<TaskStatus> readStatus(const std::string& name);
+  // The task's user from the passwd database, checked against the launch and the root policy.
+  Result<UnixUser> resolveUser(const TaskLaunch& launch) const;
   Result<TaskInfo> refresh(const std::string& name);
 
   Options options_;

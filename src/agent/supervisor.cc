@@ -112,19 +112,8 @@ Status Supervisor::setUp() {
   if (opts_text.ok()) {
     GPOOL_ASSIGN_OR_RETURN(options_, supervisorOptionsFromJson(*opts_text));
   }
-  GPOOL_ASSIGN_OR_RETURN(user_, lookupUnixUser(launch_.user));
-  if (launch_.uid && *launch_.uid != user_.uid) {
-    return Status::permissionDenied("user '" + user_.name + "' has uid " +
-                                    std::to_string(user_.uid) + ", not " +
-                                    std::to_string(*launch_.uid));
-  }
-  if (launch_.gid) {
-    if (std::find(user_.groups.begin(), user_.groups.end(), *launch_.gid) == user_.groups.end()) {
-      return Status::permissionDenied("user '" + user_.name + "' is not in group " +
-                                      std::to_string(*launch_.gid));
-    }
-    user_.gid = *launch_.gid;
-  }
+  GPOOL_ASSIGN_OR_RETURN(std::string user_text, readFile(dir_ + "/user.json"));
+  GPOOL_ASSIGN_OR_RETURN(user_, unixUserFromJson(user_text));
   if (user_.uid == 0 && !options_.allow_root) {
     return Status::permissionDenied("tasks may not run as root (user '" + user_.name +
                                     "'); the pool's config does not allow it");
@@ -416,7 +405,10 @@ int Supervisor::run() {
     failStart(st);
     return 1;
   }
-  st = writeStatus(options_.durable_start);
+  // RUNNING is written atomically but not fsynced: it only matters while the server is up (a
+  // crash of the server ends the task anyway, and then NODE_FAIL is the truth). The end of the
+  // task is what must survive, and that record is fsynced.
+  st = writeStatus(false);
   if (!st.isOk()) log("cannot record RUNNING: " + st.toString());
   reportReady("ok " + std::to_string(status_.task_pid));
   loop();
@@ -435,8 +427,7 @@ std::string toJson(const SupervisorOptions& o) {
             {"filter_devices", o.filter_devices},
             {"device_filter", std::string(filterName(o.device_filter))},
             {"extra_device_rules", rules},
-            {"allow_root", o.allow_root},
-            {"durable_start", o.durable_start}};
+            {"allow_root", o.allow_root}};
   return j.dump(2);
 }
 
@@ -457,11 +448,32 @@ Result<SupervisorOptions> supervisorOptionsFromJson(std::string_view text) {
       o.extra_device_rules.push_back(rule);
     }
     o.allow_root = j.value("allow_root", false);
-    o.durable_start = j.value("durable_start", true);
     return o;
   } catch (const json::exception& e) {
     return Status::invalidArgument(std::string("supervisor options JSON is malformed: ") +
                                    e.what());
+  }
+}
+
+std::string toJson(const UnixUser& u) {
+  json j = {{"name", u.name}, {"uid", u.uid},     {"gid", u.gid},
+            {"home", u.home}, {"shell", u.shell}, {"groups", u.groups}};
+  return j.dump(2);
+}
+
+Result<UnixUser> unixUserFromJson(std::string_view text) {
+  try {
+    json j = json::parse(text);
+    UnixUser u;
+    u.name = j.at("name").get<std::string>();
+    u.uid = j.at("uid").get<uid_t>();
+    u.gid = j.at("gid").get<gid_t>();
+    u.home = j.value("home", "/");
+    u.shell = j.value("shell", "/bin/sh");
+    u.groups = j.value("groups", std::vector<gid_t>{});
+    return u;
+  } catch (const json::exception& e) {
+    return Status::invalidArgument(std::string("user JSON is malformed: ") + e.what());
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/device_filter.h"
+#include "agent/unix_user.h"
 #include "common/result.h"
 
 // The per-task supervisor (the `gpool-supervisor` executable). The launcher starts it detached
@@ -14,6 +15,8 @@
 // commands, and records every transition in <task dir>/status.json. Files in the task dir:
 //   launch.json    the TaskLaunch (written by the launcher)
 //   options.json   SupervisorOptions (written by the launcher)
+//   user.json      the task's resolved Unix user (written by the launcher, which has warm NSS
+//                  caches and refuses bad users before anything starts)
 //   status.json    TaskStatus, rewritten durably at each transition (written by the supervisor)
 //   control.json   the last stop command {"action": "cancel|preempt|fence", "grace_ms": N}
 //                  (written by the launcher, then SIGUSR1 to the supervisor)
@@ -29,11 +32,13 @@ struct SupervisorOptions {
   DeviceFilterKind device_filter = DeviceFilterKind::kAuto;
   std::vector<DeviceRule> extra_device_rules;  // e.g. InfiniBand (c 231:* rw) for NCCL
   bool allow_root = false;                     // may tasks run as uid 0
-  bool durable_start = true;                   // fsync the STARTING/RUNNING records too
 };
 
 std::string toJson(const SupervisorOptions& options);
 Result<SupervisorOptions> supervisorOptionsFromJson(std::string_view json);
+
+std::string toJson(const UnixUser& user);
+Result<UnixUser> unixUserFromJson(std::string_view json);
 
 // The supervisor's main: runs the task in `task_dir` to its end. `ready_fd` (or -1) receives
 // "ok <task pid>\n" once the task runs, or "error <message>\n" when it could not be started;

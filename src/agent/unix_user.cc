@@ -38,12 +38,4 @@ Result<UnixUser> lookupUnixUser(const std::string& name) {
   return user;
 }
 
-int switchToUser(const UnixUser& user) {
-  if (::setgroups(user.groups.size(), user.groups.data()) != 0) return errno;
-  if (::setgid(user.gid) != 0) return errno;
-  if (::setuid(user.uid) != 0) return errno;
-  if (user.uid != 0 && (::setuid(0) == 0 || ::geteuid() == 0)) return EPERM;
-  return 0;
-}
-
 }  // namespace gpool::agent
