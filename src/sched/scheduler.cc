@@ -396,6 +396,8 @@ std::string Pass::capReason(const Info& info, QueueReason* reason) const {
 void Pass::start(Info& info, std::vector<TaskAllocation> alloc, bool backfilled,
                  const std::string& placement_explanation) {
   const Job& j = *info.job;
+  for (const TaskAllocation& a : alloc)
+    policy_.notePlaced(work_, j.request.task, a);
   applyClamped(masked_, alloc);
   free_compute_ -= std::min(free_compute_, info.compute);
   uint64_t quota = 0;

@@ -180,6 +180,9 @@ class SchedulerPass {
   // running work; preempted jobs keep their resources until they leave (the caller releases
   // them after the grace period), so their preemptors start in a later pass.
   //
+  // The policy is told (PlacementPolicy::notePlaced) of every start decided, as the pass
+  // applies it to its working copy; the caller need not tell it again.
+  //
   // Deterministic for equal arguments and equal `random` state.
   Decisions run(const ClusterState& snapshot, const std::vector<Job>& jobs,
                 const UsageLedger& usage, const SchedulerConfig& config, TimePoint now,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sched/policies.h"
+#include "sim/dynamic_command.h"
 #include "sim/fgd_replay.h"
 #include "sim/sim_report.h"
 
@@ -197,6 +198,7 @@ CLI::App* registerSimCommands(CLI::App& app) {
                 "multigpu*) into one table");
   fgd->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
   fgd->callback([args] { runFgd(*args); });
+  registerDynamicCommand(*sim);
   return sim;
 }
 

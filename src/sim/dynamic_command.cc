@@ -1,0 +1,248 @@
+#include "sim/dynamic_command.h"
+
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/units.h"
+#include "sim/dynamic_replay.h"
+#include "sim/dynamic_report.h"
+#include "sim/dynamic_trace.h"
+
+namespace gpool::sim {
+namespace {
+
+struct DynamicArgs {
+  std::string workload = "philly";
+  std::string trace;
+  std::string nodes;
+  std::string policy = "all";
+  std::string mode = "both";
+  std::string window_start = "0s";
+  std::string window_length;
+  size_t max_jobs = 0;
+  size_t sample = 1;
+  std::string interval = "60s";
+  double limit_factor = 1.0;
+  std::string half_life = "1d";
+  std::string placement = "gpool";
+  uint64_t seed = 42;
+  std::string svg_dir;
+  bool json = false;
+  bool no_progress = false;
+};
+
+[[noreturn]] void fail(const Status& status) {
+  std::fprintf(stderr, "gpool sim dynamic: %s\n", status.toString().c_str());
+  throw CLI::RuntimeError(exitCodeFor(status.code()));
+}
+
+std::string dataDir() {
+  if (const char* env = std::getenv("GPOOL_DATA_DIR"); env && *env) return env;
+  std::error_code ec;
+  if (std::filesystem::is_directory("data/traces", ec)) return "data/traces";
+#ifdef GPOOL_SOURCE_DATA_DIR
+  return GPOOL_SOURCE_DATA_DIR;
+#else
+  return "data/traces";
+#endif
+}
+
+std::vector<std::string> splitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+int64_t durationOrFail(const std::string& text, const char* what) {
+  auto d = parseDuration(text);
+  if (!d.ok()) fail(d.status().withContext(what));
+  return *d;
+}
+
+Status writeText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::ioError("cannot write " + path);
+  out << text;
+  out.close();
+  if (!out) return Status::ioError("write failed: " + path);
+  return Status::ok();
+}
+
+// A one-line bar on stderr, only on a terminal.
+class Progress {
+ public:
+  Progress(std::string label, bool enabled) : label_(std::move(label)), enabled_(enabled) {}
+  void update(double fraction) {
+    if (!enabled_) return;
+    int width = 30;
+    int filled = static_cast<int>(fraction * width);
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar += std::string(static_cast<size_t>(width - filled), '.');
+    std::fprintf(stderr, "\r%-28s [%s] %3d%%", label_.c_str(), bar.c_str(),
+                 static_cast<int>(fraction * 100));
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+  void finish() {
+    if (drawn_) std::fprintf(stderr, "\r%-70s\r", "");
+    drawn_ = false;
+  }
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool drawn_ = false;
+};
+
+void runDynamicCommand(const DynamicArgs& a) {
+  std::string data = dataDir();
+  TraceFilter filter;
+  filter.window_start_s = durationOrFail(a.window_start, "--window-start");
+  if (!a.window_length.empty()) {
+    filter.window_end_s = filter.window_start_s + durationOrFail(a.window_length, "--window");
+  }
+  filter.max_jobs = a.max_jobs;
+  filter.sample_every = std::max<size_t>(1, a.sample);
+
+  Result<std::vector<DynJob>> jobs =
+      Status::invalidArgument("unknown --workload '" + a.workload + "': expected philly or openb");
+  std::string trace = a.trace;
+  std::string nodes = a.nodes;
+  if (a.workload == "philly") {
+    if (trace.empty()) trace = data + "/pollux-osdi21/philly.csv";
+    if (nodes.empty()) nodes = "64x8";
+    jobs = readPhillyJobs(trace, filter);
+  } else if (a.workload == "openb") {
+    if (trace.empty()) trace = data + "/alibaba-gpu-v2023/openb_pod_list_default.csv";
+    if (nodes.empty()) nodes = data + "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
+    jobs = readOpenbJobs(trace, filter);
+  }
+  if (!jobs.ok()) fail(jobs.status());
+  if (jobs->empty()) fail(Status::invalidArgument("no jobs in the selected window of " + trace));
+  auto cluster = buildDynamicCluster(nodes);
+  if (!cluster.ok()) fail(cluster.status());
+
+  std::vector<sched::QueueOrder> orders;
+  for (const std::string& name :
+       splitList(a.policy == "all" ? "fifo,sjf,las,fairshare" : a.policy)) {
+    auto o = sched::parseQueueOrder(name);
+    if (!o.ok()) fail(o.status());
+    orders.push_back(*o);
+  }
+  std::vector<bool> modes;
+  if (a.mode == "both" || a.mode == "exclusive") modes.push_back(true);
+  if (a.mode == "both" || a.mode == "sliced") modes.push_back(false);
+  if (modes.empty()) fail(Status::invalidArgument("--mode must be sliced, exclusive or both"));
+
+  std::string name = std::filesystem::path(trace).stem().string();
+  if (!a.json) {
+    std::printf("%zu jobs from %s on %zu servers / %llu GPUs\n", jobs->size(), trace.c_str(),
+                cluster->size(), static_cast<unsigned long long>(cluster->gpuCount()));
+  }
+  bool show = !a.no_progress && ::isatty(2);
+  std::vector<DynamicResult> results;
+  for (sched::QueueOrder order : orders) {
+    for (bool exclusive : modes) {
+      DynamicOptions opt;
+      opt.order = order;
+      opt.exclusive = exclusive;
+      opt.interval_s = std::max<int64_t>(1, durationOrFail(a.interval, "--interval"));
+      opt.limit_factor = a.limit_factor;
+      opt.half_life_s = durationOrFail(a.half_life, "--half-life");
+      opt.placement = a.placement;
+      opt.seed = a.seed;
+      Progress bar(
+          std::string(sched::queueOrderName(order)) + (exclusive ? " exclusive" : " sliced"), show);
+      opt.progress = [&bar](double f) { bar.update(f); };
+      auto r = runDynamic(*jobs, *cluster, opt, name);
+      bar.finish();
+      if (!r.ok()) fail(r.status());
+      if (a.json) {
+        std::printf("%s\n", dynamicJsonLine(*r).c_str());
+        std::fflush(stdout);
+      }
+      results.push_back(std::move(*r));
+    }
+  }
+  if (!a.json) std::printf("%s", formatDynamicTable(results).c_str());
+  if (!a.svg_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.svg_dir, ec);
+    if (ec) fail(Status::ioError("cannot create " + a.svg_dir + ": " + ec.message()));
+    std::string title = name + " on " + nodes.substr(nodes.find_last_of('/') + 1);
+    for (const auto& [file, svg] : std::vector<std::pair<std::string, std::string>>{
+             {"utilisation.svg", utilisationSvg(results, "GPU allocation over time: " + title)},
+             {"queue.svg", queueSvg(results, "Queue length over time: " + title)},
+             {"jct_cdf.svg", jctCdfSvg(results, "JCT CDF: " + title)}}) {
+      Status s = writeText(a.svg_dir + "/" + file, svg);
+      if (!s.isOk()) fail(s);
+    }
+    if (!a.json)
+      std::printf("plots written to %s/{utilisation,queue,jct_cdf}.svg\n", a.svg_dir.c_str());
+  }
+}
+
+}  // namespace
+
+void registerDynamicCommand(CLI::App& sim) {
+  auto a = std::make_shared<DynamicArgs>();
+  auto* cmd = sim.add_subcommand(
+      "dynamic",
+      "Dynamic replay: jobs arrive and leave over time, wait in the queue; JCT, queueing delay, "
+      "GPU utilisation and fairness per queue policy, exclusive vs sliced GPUs");
+  cmd->add_option("--workload", a->workload,
+                  "philly (job trace, whole GPUs) or openb (pods "
+                  "with creation/deletion times, GPU slices)")
+      ->capture_default_str();
+  cmd->add_option("--trace", a->trace,
+                  "Trace file (default: bundled pollux-osdi21/philly.csv or "
+                  "alibaba-gpu-v2023/openb_pod_list_default.csv)");
+  cmd->add_option("--nodes", a->nodes,
+                  "Cluster: NxG[:MODEL[:MEM_GIB]][,...] such as 64x8, or an openb node list CSV "
+                  "(default: 64x8 for philly, the openb GPU node list for openb)");
+  cmd->add_option("--policy", a->policy,
+                  "Queue policy: fifo, sjf, las, fairshare, a comma list, "
+                  "or all")
+      ->capture_default_str();
+  cmd->add_option("--mode", a->mode,
+                  "sliced, exclusive (requests rounded up to whole GPUs) or "
+                  "both")
+      ->capture_default_str();
+  cmd->add_option("--window-start", a->window_start,
+                  "Skip jobs submitted earlier than this after the trace start (e.g. 56d)")
+      ->capture_default_str();
+  cmd->add_option("--window", a->window_length,
+                  "Only jobs submitted within this long after --window-start (e.g. 7d)");
+  cmd->add_option("--max-jobs", a->max_jobs, "At most this many jobs (0 = all)");
+  cmd->add_option("--sample", a->sample, "Keep every Nth job of the window");
+  cmd->add_option("--interval", a->interval, "Scheduling period")->capture_default_str();
+  cmd->add_option("--limit-factor", a->limit_factor,
+                  "Time limit given to backfill = run time x this")
+      ->capture_default_str();
+  cmd->add_option("--half-life", a->half_life, "Usage half-life for fair-share")
+      ->capture_default_str();
+  cmd->add_option("--placement", a->placement, "Placement policy (gpool, FGD, BestFit, ...)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Random seed for placement ties")->capture_default_str();
+  cmd->add_option("--svg-dir", a->svg_dir,
+                  "Write utilisation.svg, queue.svg and jct_cdf.svg into this folder");
+  cmd->add_flag("--json", a->json, "One JSON object per line per (policy, mode)");
+  cmd->add_flag("--no-progress", a->no_progress, "No progress bar on stderr");
+  cmd->callback([a] { runDynamicCommand(*a); });
+}
+
+}  // namespace gpool::sim
