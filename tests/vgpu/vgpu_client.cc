@@ -501,6 +501,18 @@ int cycles(int n) {
   return 0;
 }
 
+// dlsym(RTLD_NEXT) from the program must search after the program, not after the interposer:
+// malloc comes from libc, and cuMemAlloc_v2 from the first object after the program that defines
+// it (the preloaded interposer), as glibc itself would answer.
+int rtldNext() {
+  void* libc = ::dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  std::printf("next_malloc_is_libc %d\n", ::dlsym(RTLD_NEXT, "malloc") == ::dlsym(libc, "malloc"));
+  std::printf("next_cumemalloc_is_default %d\n",
+              ::dlsym(RTLD_NEXT, "cuMemAlloc_v2") == ::dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+  std::printf("next_missing_is_null %d\n", ::dlsym(RTLD_NEXT, "gpool_no_such_symbol") == nullptr);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -508,6 +520,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: vgpu_client direct|dlsym|procaddr SCENARIO [ARGS]\n");
     return 2;
   }
+  if (std::string(argv[2]) == "rtldnext") return rtldNext();
   const std::string how = argv[1];
   g = how == "direct" ? loadDirect() : how == "dlsym" ? loadDlsym() : loadProcAddress();
   const std::string what = argv[2];

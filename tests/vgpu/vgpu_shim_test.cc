@@ -50,6 +50,14 @@ TEST_F(VgpuShimTest, WithoutARegionTheDriverIsUntouched) {
   EXPECT_EQ(c.num("total"), static_cast<long long>(16384 * kMiB));
 }
 
+TEST_F(VgpuShimTest, DlsymRtldNextSearchesAfterTheCallerNotAfterTheInterposer) {
+  Client c(env(""), {"direct", "rtldnext"});
+  ASSERT_EQ(c.wait(), 0);
+  EXPECT_EQ(c.num("next_malloc_is_libc"), 1);
+  EXPECT_EQ(c.num("next_cumemalloc_is_default"), 1);
+  EXPECT_EQ(c.num("next_missing_is_null"), 1);
+}
+
 TEST_F(VgpuShimTest, EveryAllocationPathIsCountedAndReturned) {
   const std::string r = region("paths", 4096 * kMiB);
   for (const char* how : kMethods) {
