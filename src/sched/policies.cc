@@ -173,12 +173,10 @@ GpoolPolicy::GpoolPolicy(std::shared_ptr<const FragmentationModel> model)
 
 double GpoolPolicy::score(const ClusterState& cluster, const TaskRequest& task,
                           const TaskAllocation& candidate) {
-  double delta = fgd_.fragmentationDelta(cluster, candidate);
-  // Tie-break (weights far below one thousandth of a GPU of fragmentation): pack onto the
-  // fullest node.
-  const Node& node = cluster.node(candidate.node);
-  double left = static_cast<double>(nodeGpuFree(node)) - static_cast<double>(requestGpuMilli(task));
-  return delta - 1e-5 * left;
+  // FGD's measure in steps of kStepMilli (differences below that are noise: exact deltas
+  // measured worse than FGD's own quantisation), then BestFit among the equal, then random.
+  double steps = std::round(fgd_.fragmentationDelta(cluster, candidate) / kStepMilli);
+  return steps + 1e-4 * best_fit_.score(cluster, task, candidate);
 }
 
 const std::vector<std::string>& policyNames() {

@@ -20,8 +20,8 @@
 //   BestFit        least leftover 0.5 * CPU / 128 cores + 0.5 * GPU / 8 GPUs
 //   FGD            least growth of FGD's fragmentation measure (sigmoid-scaled to 0..100)
 // and gpool's own:
-//   gpool          FGD's measure, unquantised, with packing tie-breaks (see docs/
-//                  scheduler-placement.md for the measurements behind it)
+//   gpool          FGD's measure in 25-milli-GPU steps, BestFit among equals (see
+//                  docs/scheduler-placement.md for the measurements behind it)
 namespace gpool::sched {
 
 // Normalisation constants of the published simulator ("max spec" of a node).
@@ -106,19 +106,23 @@ class FgdPolicy : public PlacementPolicy {
   std::vector<CacheEntry> cache_;
 };
 
-// gpool's default: FGD's measure unquantised, then (for near-equal fragmentation) prefer the
-// candidate that packs: the least free GPU compute left on the GPUs used, then on the node.
+// gpool's default: FGD's fragmentation reduction rounded to steps of 25 thousandths of a GPU,
+// ties broken by BestFit, then at random. Measured on openb_pod_list_default (10 seeds): 95.31%
+// allocated at 100% arrived load and 95.49% at 130%, vs 95.23% / 95.39% published for FGD
+// (docs/scheduler-placement.md has the variants tried).
 class GpoolPolicy final : public PlacementPolicy {
  public:
+  static constexpr double kStepMilli = 25;
   explicit GpoolPolicy(std::shared_ptr<const FragmentationModel> model);
   std::string_view name() const override { return "gpool"; }
   double score(const ClusterState& cluster, const TaskRequest& task,
                const TaskAllocation& candidate) override;
   GpuChoices gpuChoices() const override { return GpuChoices::kDistinct; }
-  double tieEpsilon() const override { return 1e-6; }
+  double tieEpsilon() const override { return 1e-9; }
 
  private:
   FgdPolicy fgd_;
+  BestFitPolicy best_fit_;
 };
 
 // The policy names makePolicy() knows, in the published order, then gpool's.
