@@ -437,16 +437,19 @@ int paths() {
   return 0;
 }
 
-// Launches `count` kernels of `us` microseconds through `api`, two in flight on two streams.
+// Launches `count` kernels of `us` microseconds through `api`, keeping up to kDepth in flight on
+// kDepth streams, so that scheduling delays of the client (a loaded CI machine) do not leave the
+// simulated GPU idle.
+constexpr int kDepth = 3;
 int spin(std::uint32_t us, int count, const std::string& api) {
   setup();
   CUmodule mod = nullptr;
   CHECK(g.cuModuleLoadData(&mod, "simulated"));
   CUfunction f = nullptr;
   CHECK(g.cuModuleGetFunction(&f, mod, "busy"));
-  CUstream streams[2];
-  CHECK(g.cuStreamCreate(&streams[0], 0));
-  CHECK(g.cuStreamCreate(&streams[1], 0));
+  CUstream streams[kDepth];
+  for (CUstream& s : streams)
+    CHECK(g.cuStreamCreate(&s, 0));
   void* params[] = {&us};
   CUgraphExec exec = nullptr;
   if (api == "graph") {
@@ -464,7 +467,7 @@ int spin(std::uint32_t us, int count, const std::string& api) {
   std::printf("pid %d\nstart_us %lld\n", static_cast<int>(::getpid()),
               static_cast<long long>(nowUs()));
   for (int i = 0; i < count; ++i) {
-    CUstream s = streams[i % 2];
+    CUstream s = streams[i % kDepth];
     if (api == "kernel") {
       CHECK(g.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr));
     } else if (api == "ex") {
@@ -478,7 +481,7 @@ int spin(std::uint32_t us, int count, const std::string& api) {
     } else {
       CHECK(g.cuGraphLaunch(exec, s));
     }
-    CHECK(g.cuStreamSynchronize(streams[(i + 1) % 2]));
+    CHECK(g.cuStreamSynchronize(streams[(i + 1) % kDepth]));
   }
   CHECK(g.cuCtxSynchronize());
   std::printf("end_us %lld\n", static_cast<long long>(nowUs()));
