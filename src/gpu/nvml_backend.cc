@@ -63,6 +63,13 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::create(NvmlLibrary& library, c
   return backend;
 }
 
+Result<std::unique_ptr<NvmlBackend>> NvmlBackend::create(std::unique_ptr<NvmlLibrary> library,
+                                                         const Clock& clock) {
+  GPOOL_ASSIGN_OR_RETURN(std::unique_ptr<NvmlBackend> backend, create(*library, clock));
+  backend->owned_library_ = std::move(library);
+  return backend;
+}
+
 NvmlBackend::~NvmlBackend() {
   if (event_set_ && fn_.eventSetFree) fn_.eventSetFree(event_set_);
 }

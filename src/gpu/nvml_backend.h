@@ -39,6 +39,9 @@ class NvmlBackend final : public GpuBackend {
   // `library` and `clock` must outlive the backend.
   static Result<std::unique_ptr<NvmlBackend>> create(NvmlLibrary& library = defaultNvmlLibrary(),
                                                      const Clock& clock = realClock());
+  // The same, owning `library` (e.g. one loaded from a non-default path).
+  static Result<std::unique_ptr<NvmlBackend>> create(std::unique_ptr<NvmlLibrary> library,
+                                                     const Clock& clock = realClock());
   ~NvmlBackend() override;
 
   // gpu::GpuBackend
@@ -48,6 +51,8 @@ class NvmlBackend final : public GpuBackend {
   Result<TelemetrySample> sample() override;
   Result<std::vector<GpuProcess>> processes(std::string_view uuid) override;
   Status killProcess(std::string_view uuid, int pid) override;
+
+  const NvmlLibrary& library() const { return lib_; }
 
   // Whether XID events could be registered for at least one GPU.
   bool xidEventsAvailable() const;
@@ -72,6 +77,7 @@ class NvmlBackend final : public GpuBackend {
   // REQUIRES: mu_ is held
   Status registerEventsLocked();
 
+  std::unique_ptr<NvmlLibrary> owned_library_;  // first member: destroyed last
   NvmlLibrary& lib_;
   const NvmlFunctions& fn_;
   const Clock& clock_;

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/units.h"
+#include "gpu/backend_factory.h"
 #include "gpu/fake_backend.h"
 #include "gpu/gpu_json.h"
 #include "gpu/health.h"
@@ -31,6 +32,7 @@ struct Options {
   bool json = false;
   bool verbose = false;
   int samples = 1;
+  int64_t at_step = 0;
 };
 
 double cpuSeconds() {
@@ -120,20 +122,24 @@ void printTable(const Inventory& inv, const TelemetrySample& sample,
 
 int run(const Options& options) {
   SimClock sim_clock(realClock().now());
-  std::unique_ptr<NvmlLibrary> library;
   GpuBackendPtr backend;
   if (!options.fake.empty()) {
     auto fake = FakeBackend::fromFile(options.fake, sim_clock, options.node);
     if (!fake.ok()) return fail(fake.status());
+    // Plays the fixture's script up to the requested step.
+    sim_clock.advance((*fake)->fixture().step_length * options.at_step);
     backend = std::move(fake).value();
   } else {
-    library = std::make_unique<NvmlLibrary>(options.nvml_library);
-    auto nvml = NvmlBackend::create(*library);
+    GpuBackendOptions backend_options;
+    backend_options.nvml_library = options.nvml_library;
+    auto nvml = makeGpuBackend(backend_options, realClock());
     if (!nvml.ok()) {
       return fail(nvml.status().withContext("no NVML (use --fake FILE for a simulated node)"));
     }
     backend = std::move(nvml).value();
   }
+  const auto* nvml_backend = dynamic_cast<const NvmlBackend*>(backend.get());
+  const NvmlLibrary* library = nvml_backend ? &nvml_backend->library() : nullptr;
   auto inv = backend->inventory();
   if (!inv.ok()) return fail(inv.status());
   auto sample = backend->sample();
@@ -178,7 +184,6 @@ int run(const Options& options) {
       }
     }
   }
-  backend.reset();  // before the library it uses
   return 0;
 }
 
@@ -190,6 +195,9 @@ int main(int argc, char** argv) {
   CLI::App app{"gpool-gpu-probe: show the GPUs, topology, telemetry and health that gpool sees"};
   app.add_option("--fake", options.fake, "Play this fake GPU fixture (JSON) instead of NVML");
   app.add_option("--node", options.node, "With --fake: node name that salts generated UUIDs");
+  app.add_option("--at-step", options.at_step,
+                 "With --fake: play the fixture's script to this step")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   app.add_option("--nvml-library", options.nvml_library, "Load NVML from this path")
       ->capture_default_str();
   app.add_flag("--json", options.json, "Print JSON instead of tables");

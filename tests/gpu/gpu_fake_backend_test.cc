@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "gpu/backend_factory.h"
 #include "gpu/fake_backend.h"
 #include "gpu/fake_fixture.h"
 #include "gpu_test_util.h"
@@ -290,6 +291,40 @@ TEST(TopologyLevelTest, NamesRoundTrip) {
   EXPECT_FALSE(parseTopologyLevel("NV0", &links).ok());
   EXPECT_FALSE(parseTopologyLevel("NV", &links).ok());
   EXPECT_FALSE(parseTopologyLevel("pix", &links).ok());
+}
+
+}  // namespace
+}  // namespace gpool::gpu
+
+namespace gpool::gpu {
+namespace {
+
+TEST(GpuBackendFactoryTest, FixtureGivesTheSimulatedFake) {
+  SimClock clock;
+  GpuBackendOptions options;
+  options.fake_fixture = testing::fixturePath("2x-h100-mig.json");
+  options.node_name = "gpu-node-7";
+  auto backend = makeGpuBackend(options, clock);
+  ASSERT_TRUE(backend.ok()) << backend.status().toString();
+  EXPECT_EQ((*backend)->name(), "fake");
+  EXPECT_TRUE((*backend)->simulated());
+  auto salted = (*backend)->inventory();
+  SimClock other;
+  auto unsalted = FakeBackend::fromFile(options.fake_fixture, other);
+  EXPECT_NE(salted->gpus[0].uuid, (*unsalted)->inventory()->gpus[0].uuid);
+
+  options.fake_fixture = "/nonexistent.json";
+  EXPECT_EQ(makeGpuBackend(options, clock).status().code(), StatusCode::kNotFound);
+}
+
+TEST(GpuBackendFactoryTest, WithoutNvmlTheReasonIsGiven) {
+  SimClock clock;
+  GpuBackendOptions options;
+  options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  auto backend = makeGpuBackend(options, clock);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(backend.status().message().find("cannot load NVML"), std::string::npos);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common/clock.h"
+#include "gpu/backend_factory.h"
 #include "gpu/fake_backend.h"
 #include "gpu/nvml_backend.h"
 #include "gpu/nvml_library.h"
@@ -279,6 +280,31 @@ TEST(NvmlLibraryTest, ReturnCodesMapToStatusCodes) {
   EXPECT_EQ(nvmlStatusCode(NVML_ERROR_MEMORY), StatusCode::kResourceExhausted);
   EXPECT_EQ(nvmlStatusCode(NVML_ERROR_UNKNOWN), StatusCode::kInternal);
   EXPECT_EQ(nvmlStatusCode(static_cast<nvmlReturn_t>(12345)), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace gpool::gpu
+
+namespace gpool::gpu {
+namespace {
+
+TEST(NvmlFactoryTest, NonDefaultLibraryIsOwnedByTheBackend) {
+  FakeNvml fake(GPOOL_FAKE_NVML_LIB);
+  ASSERT_TRUE(fake.ok());
+  fake.useFixture(testing::fixturePath("8x-a100-sxm4-80gb-nvlink.json").c_str());
+  SimClock clock;
+  GpuBackendOptions options;
+  options.nvml_library = GPOOL_FAKE_NVML_LIB;
+  {
+    auto backend = makeGpuBackend(options, clock);
+    ASSERT_TRUE(backend.ok()) << backend.status().toString();
+    EXPECT_EQ((*backend)->name(), "nvml");
+    EXPECT_FALSE((*backend)->simulated());
+    EXPECT_EQ((*backend)->inventory()->gpus.size(), 8u);
+    EXPECT_EQ(fake.initCount(), 1);
+  }
+  EXPECT_EQ(fake.initCount(), 0) << "destroying the backend shuts its own library down";
+  fake.useFixture("");
 }
 
 }  // namespace

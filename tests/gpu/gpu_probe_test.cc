@@ -54,6 +54,23 @@ TEST(GpuProbeTest, FakeFixtureIsPrintedAndLabelledSimulated) {
   EXPECT_EQ(doc["telemetry"]["gpus"][0]["temperature_c"], 29);
 }
 
+TEST(GpuProbeTest, AtStepPlaysTheFixtureScript) {
+  ProbeRun json =
+      probe("", "--json --at-step 8 --fake '" + fixturePath("4x-a100-faults.json") + "'");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  auto doc = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << json.out;
+  EXPECT_EQ(doc["inventory"]["gpus"].size(), 3u) << "GPU 3 fell off the bus at step 5";
+  EXPECT_EQ(doc["telemetry"]["gpus"][1]["temperature_c"], 94);
+  bool hot = false;
+  bool ecc = false;
+  for (const auto& f : doc["findings"]) {
+    hot = hot || (f["check"] == "too_hot" && f["unhealthy"] == true);
+    ecc = ecc || f["check"] == "ecc_uncorrected";
+  }
+  EXPECT_TRUE(hot && ecc) << doc["findings"].dump();
+}
+
 TEST(GpuProbeTest, ReadsNvmlThroughTheFakeLibrary) {
   ProbeRun json =
       probe("GPOOL_FAKE_NVML_FIXTURE='" + fixturePath("8x-rtx-a6000-pcie-pairs.json") + "'",
