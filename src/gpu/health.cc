@@ -141,6 +141,25 @@ std::vector<Finding> checkHealth(const Inventory& inventory, const TelemetrySamp
   return findings;
 }
 
+PoolVersions commonVersions(const std::vector<Inventory>& nodes) {
+  auto mostCommon = [&](auto field) {
+    std::map<std::string, int> counts;
+    for (const Inventory& node : nodes) {
+      if (!node.gpus.empty() && !(node.*field).empty()) ++counts[node.*field];
+    }
+    std::string best;
+    int best_count = 0;
+    for (const auto& [version, count] : counts) {
+      if (count > best_count || (count == best_count && compareVersions(version, best) > 0)) {
+        best = version;
+        best_count = count;
+      }
+    }
+    return best;
+  };
+  return {mostCommon(&Inventory::driver_version), mostCommon(&Inventory::cuda_driver_version)};
+}
+
 std::vector<Finding> checkJobNeeds(const Inventory& inventory, const JobGpuNeeds& needs) {
   std::vector<Finding> findings;
   auto add = [&](std::string check, std::string uuid, std::string message) {

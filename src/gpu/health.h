@@ -48,6 +48,14 @@ struct HealthConfig {
   std::string pool_cuda_driver_version;
 };
 
+// The driver and CUDA versions most nodes of the pool run (ties go to the newer version), to
+// fill HealthConfig's pool_* fields. Empty inventories are ignored.
+struct PoolVersions {
+  std::string driver_version;
+  std::string cuda_driver_version;
+};
+PoolVersions commonVersions(const std::vector<Inventory>& nodes);
+
 // Checks one node: missing GPUs, XID and ECC errors, temperature, versions against the pool.
 std::vector<Finding> checkHealth(const Inventory& inventory, const TelemetrySample& sample,
                                  const HealthConfig& config);

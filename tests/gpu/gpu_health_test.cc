@@ -138,6 +138,23 @@ TEST_F(HealthTest, JobNeedsAreCheckedAgainstDriverAndComputeCapability) {
             4);
 }
 
+TEST(CommonVersionsTest, MajorityWinsAndTiesGoToTheNewer) {
+  auto node = [](std::string driver, std::string cuda, size_t gpus) {
+    Inventory inv;
+    inv.driver_version = std::move(driver);
+    inv.cuda_driver_version = std::move(cuda);
+    inv.gpus.resize(gpus);
+    return inv;
+  };
+  PoolVersions v = commonVersions({node("550.54.15", "12.4", 8), node("535.129.03", "12.2", 8),
+                                   node("550.54.15", "12.4", 2), node("470.1", "11.4", 0)});
+  EXPECT_EQ(v.driver_version, "550.54.15");
+  EXPECT_EQ(v.cuda_driver_version, "12.4");
+  v = commonVersions({node("535.129.03", "12.2", 1), node("550.54.15", "12.4", 1)});
+  EXPECT_EQ(v.driver_version, "550.54.15");
+  EXPECT_TRUE(commonVersions({}).driver_version.empty());
+}
+
 TEST(CompareVersionsTest, ComparesNumerically) {
   EXPECT_EQ(compareVersions("535.129.03", "535.129.3"), 0);
   EXPECT_LT(compareVersions("535.54", "535.129.03"), 0);
