@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -301,9 +302,15 @@ void ShmRegion::reconcile(int slot, std::uint64_t driver_bytes) {
   if (slot < 0 || slot >= kShmMaxSlots) return;
   ShmSlot& s = header_->slots[slot];
   lockLedger();
+  // Charge only an excess seen in two consecutive observations: NVML's snapshot and the ledger
+  // are not taken at the same instant, and a free between them must not read as untracked
+  // memory (a phantom OOM).
+  const std::uint64_t previous = s.driver_bytes.load(std::memory_order_relaxed);
   s.driver_bytes.store(driver_bytes, std::memory_order_relaxed);
   const std::uint64_t used = s.used_bytes.load(std::memory_order_relaxed);
-  const std::uint64_t untracked = driver_bytes > used ? driver_bytes - used : 0;
+  const std::uint64_t excess_now = driver_bytes > used ? driver_bytes - used : 0;
+  const std::uint64_t excess_before = previous > used ? previous - used : 0;
+  const std::uint64_t untracked = std::min(excess_now, excess_before);
   const std::uint64_t old = s.untracked_bytes.load(std::memory_order_relaxed);
   s.untracked_bytes.store(untracked, std::memory_order_relaxed);
   const std::uint64_t total = header_->total_bytes.load(std::memory_order_relaxed);

@@ -56,8 +56,9 @@ class ShmRegion {
   void forceReserve(int slot, std::uint64_t bytes);
   // Returns bytes reserved earlier by `slot` (clamped at what the slot holds: never underflows).
   void release(int slot, std::uint64_t bytes);
-  // Records the driver's view of a process's usage; bytes beyond the ledger count as untracked
-  // and are charged to the task, so memory that bypassed the interposer still counts.
+  // Records the driver's view of a process's usage; bytes beyond the ledger in this and the
+  // previous observation count as untracked and are charged to the task, so memory that bypassed
+  // the interposer still counts (a single observation may race with a free and is not enough).
   void reconcile(int slot, std::uint64_t driver_bytes);
   // Reclaims the slots of processes that have exited. Returns how many were reclaimed.
   int reapDead();

@@ -504,6 +504,32 @@ int cycles(int n) {
   return 0;
 }
 
+// Memory that bypasses every cuMem* entry point (as library-internal driver allocations do) must
+// still count once the interposer has reconciled with NVML's per-process usage. Polls the
+// virtualised usage for up to 5 s (reconciliation runs every 10 control periods).
+int bypass(std::uint64_t bytes) {
+  setup();
+  using Bypass = CUresult (*)(int, unsigned long long);
+  auto fn = reinterpret_cast<Bypass>(::dlsym(RTLD_DEFAULT, "gpoolFakeAllocBypass"));
+  if (fn == nullptr) die("dlsym gpoolFakeAllocBypass");
+  // A first allocation attaches this process to the region (and starts its watcher).
+  CUdeviceptr p = 0;
+  CHECK(g.cuMemAlloc(&p, 1 << 20));
+  CHECK(g.cuMemFree(p));
+  const std::uint64_t before = used();
+  CHECK(fn(0, bytes));
+  const std::int64_t deadline = nowUs() + 5000000;
+  std::uint64_t now_used = used();
+  while (now_used < before + bytes && nowUs() < deadline) {
+    timespec ts{0, 10 * 1000 * 1000};
+    ::nanosleep(&ts, nullptr);
+    now_used = used();
+  }
+  std::printf("before %llu\nafter %llu\n", static_cast<unsigned long long>(before),
+              static_cast<unsigned long long>(now_used));
+  return 0;
+}
+
 // dlsym(RTLD_NEXT) from the program must search after the program, not after the interposer:
 // malloc comes from libc, and cuMemAlloc_v2 from the first object after the program that defines
 // it (the preloaded interposer), as glibc itself would answer.
@@ -537,6 +563,7 @@ int main(int argc, char** argv) {
     return spin(static_cast<std::uint32_t>(std::atoi(argv[3])), std::atoi(argv[4]), argv[5]);
   }
   if (what == "cycles" && argc >= 4) return cycles(std::atoi(argv[3]));
+  if (what == "bypass" && argc >= 4) return bypass(std::strtoull(argv[3], nullptr, 10) << 20);
   std::fprintf(stderr, "vgpu_client: bad scenario\n");
   return 2;
 }

@@ -132,6 +132,14 @@ TEST_F(VgpuShimTest, KilledProcessMemoryIsReclaimedForOthers) {
   EXPECT_EQ(next.num("allocated"), 192);
 }
 
+TEST_F(VgpuShimTest, MemoryThatBypassesTheHooksIsReconciledFromNvml) {
+  const std::string path = region("bypass", 1024 * kMiB);
+  Client c(env(path), {"direct", "bypass", "100"});
+  ASSERT_EQ(c.wait(), 0);
+  EXPECT_EQ(c.num("before"), static_cast<long long>(kContext));
+  EXPECT_EQ(c.num("after"), static_cast<long long>(kContext + 100 * kMiB));
+}
+
 TEST_F(VgpuShimTest, NothingLeaksAfterManyAllocFreeCycles) {
   const std::string path = region("cycles", 256 * kMiB);
   for (const char* how : kMethods) {

@@ -219,6 +219,8 @@ int slotOf(Region* r) {
     r->slot.store(slot, std::memory_order_release);
   }
   pthread_mutex_unlock(&attach_mu);
+  // A process that only allocates still needs the watcher: it reconciles memory with NVML.
+  ensureWatcher();
   return slot;
 }
 

@@ -957,6 +957,16 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   return cuGraphLaunch(exec, stream);
 }
 
+// --- test hooks (not part of the CUDA API) --------------------------------------------------
+
+// Charges device memory to this process the way library-internal driver allocations do: visible
+// to NVML's per-process usage but not through any cuMem* entry point an interposer could catch.
+__attribute__((visibility("default"))) CUresult gpoolFakeAllocBypass(int device,
+                                                                     unsigned long long bytes) {
+  if (!validDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  return chargeDevice(device, bytes);
+}
+
 // --- entry-point lookup ---------------------------------------------------------------------
 
 CUresult cuGetExportTable(const void** table, const CUuuid* id) {
