@@ -228,6 +228,26 @@ std::string formatDependencyList(const std::vector<Dependency>& deps) {
   return out;
 }
 
+// ---- resources ----
+
+PerGpuNeed perGpuNeed(const TaskResources& res, uint64_t gpu_memory_mib) {
+  PerGpuNeed need;
+  if (res.gpus_milli == 0) return need;
+  if (res.gpus_milli < 1000) {
+    need.gpu_count = 1;
+    // Rounded down: a slice never exceeds its fraction of the GPU.
+    need.memory_mib =
+        res.gpu_memory_mib != 0 ? res.gpu_memory_mib : gpu_memory_mib * res.gpus_milli / 1000;
+    need.compute_milli = res.gpu_compute_milli != 0 ? res.gpu_compute_milli : res.gpus_milli;
+    return need;
+  }
+  need.gpu_count = res.gpus_milli / 1000;
+  need.exclusive = res.gpu_memory_mib == 0 && res.gpu_compute_milli == 0;
+  need.memory_mib = res.gpu_memory_mib != 0 ? res.gpu_memory_mib : gpu_memory_mib;
+  need.compute_milli = res.gpu_compute_milli != 0 ? res.gpu_compute_milli : kComputeWhole;
+  return need;
+}
+
 // ---- validation ----
 
 Status validateJobSpec(const JobSpec& spec, std::string_view path) {

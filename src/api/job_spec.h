@@ -40,6 +40,17 @@ struct TaskResources {
   bool operator==(const TaskResources&) const = default;
 };
 
+// What one task needs on each of its GPUs, on a GPU with `gpu_memory_mib` of memory, following
+// the rules of TaskResources. `gpu_count` is 0 for CPU-only tasks and 1 for a slice.
+struct PerGpuNeed {
+  uint32_t gpu_count = 0;
+  uint64_t memory_mib = 0;
+  uint32_t compute_milli = 0;
+  bool exclusive = false;  // a whole GPU, not shared (passthrough)
+  bool operator==(const PerGpuNeed&) const = default;
+};
+PerGpuNeed perGpuNeed(const TaskResources& resources, uint64_t gpu_memory_mib);
+
 // Where a job may run. Hard constraints except `datasets`, which is a locality preference.
 struct Constraints {
   std::vector<std::string> gpu_models;  // any of these (exact model names); empty: any

@@ -237,6 +237,27 @@ TEST(JobSpecJsonTest, RejectsMalformedInput) {
   }
 }
 
+TEST(PerGpuNeedTest, FollowsTheDocumentedDefaults) {
+  const uint64_t k80G = 80 * 1024;
+  TaskResources r;
+  r.gpus_milli = 0;
+  EXPECT_EQ(perGpuNeed(r, k80G), (PerGpuNeed{0, 0, 0, false}));
+  r.gpus_milli = 250;  // a quarter: memory and compute follow the fraction
+  EXPECT_EQ(perGpuNeed(r, k80G), (PerGpuNeed{1, 20 * 1024, 250, false}));
+  r.gpu_memory_mib = 10 * 1024;  // explicit memory, compute still the fraction
+  EXPECT_EQ(perGpuNeed(r, k80G), (PerGpuNeed{1, 10 * 1024, 250, false}));
+  r.gpu_compute_milli = 500;
+  EXPECT_EQ(perGpuNeed(r, k80G), (PerGpuNeed{1, 10 * 1024, 500, false}));
+  r = TaskResources{};
+  r.gpus_milli = 2000;  // whole GPUs: exclusive
+  EXPECT_EQ(perGpuNeed(r, k80G), (PerGpuNeed{2, k80G, 1000, true}));
+  r.gpu_memory_mib = 40 * 1024;  // whole GPUs with a size: a slice on each
+  EXPECT_EQ(perGpuNeed(r, k80G), (PerGpuNeed{2, 40 * 1024, 1000, false}));
+  r.gpus_milli = 333;  // rounds down
+  r.gpu_memory_mib = 0;
+  EXPECT_EQ(perGpuNeed(r, 1000).memory_mib, 333u);
+}
+
 TEST(JobSpecValidateTest, ChecksSpecsBuiltInCode) {
   JobSpec s = fullSpec();
   EXPECT_TRUE(validateJobSpec(s).isOk());

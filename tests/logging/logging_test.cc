@@ -1,5 +1,8 @@
 #include "logging/logging.h"
 
+#include "config/config.h"
+#include "logging/log_config.h"
+
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -141,6 +144,36 @@ TEST(EscapeJsonStringTest, EscapesControlAndInvalidBytes) {
   EXPECT_EQ(escapeJsonString("\xed\xa0\x80"), "\\ufffd\\ufffd\\ufffd");  // a surrogate
   EXPECT_EQ(escapeJsonString("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");   // U+1F600
   EXPECT_EQ(escapeJsonString("\xe2\x82"), "\\ufffd\\ufffd");             // truncated
+}
+
+TEST(LogConfigTest, ReadsTheLogSection) {
+  Result<config::ConfigFile> file = config::ConfigFile::parse(
+      "[log]\nlevel = \"debug\"\nformat = \"json\"\nfile = \"/var/log/gpool/a.log\"\n",
+      "gpoold.toml");
+  ASSERT_TRUE(file.ok());
+  LogOptions options = readLogOptions(file->root().section("log"), "gpoold");
+  EXPECT_EQ(options.level, "debug");
+  EXPECT_EQ(options.format, LogFormat::kJson);
+  EXPECT_EQ(options.file, "/var/log/gpool/a.log");
+  EXPECT_EQ(options.process_name, "gpoold");
+  EXPECT_TRUE(file->finish().isOk());
+}
+
+TEST(LogConfigTest, BadValuesAreConfigErrorsAndDefaultsRemain) {
+  Result<config::ConfigFile> file = config::ConfigFile::parse(
+      "[log]\nlevel = \"loud\"\nformat = \"xml\"\nrotate = true\n", "agent.toml");
+  ASSERT_TRUE(file.ok());
+  LogOptions options = readLogOptions(file->root().section("log"), "gpool-agent");
+  EXPECT_EQ(options.level, "info");
+  EXPECT_EQ(options.format, LogFormat::kText);
+  Status s = file->finish();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("agent.toml:2: key 'log.level': unknown log level 'loud'"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("agent.toml:3: key 'log.format': unknown log format 'xml'"),
+            std::string::npos);
+  EXPECT_NE(s.message().find("agent.toml:4: unknown key 'log.rotate'"), std::string::npos);
 }
 
 }  // namespace
