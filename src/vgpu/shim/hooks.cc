@@ -105,9 +105,13 @@ inline void onLaunch(Region* r) {
   if (!rt().watcher_started.load(std::memory_order_relaxed)) shim::ensureWatcher();
 }
 
-#define REAL_OR_FAIL(fn)       \
-  auto real_fn = rt().cuda.fn; \
-  if (real_fn == nullptr) return CUDA_ERROR_NOT_INITIALIZED
+// The driver's entry point for this hook; when it has none (an older driver, or no driver at
+// all) the hook answers as a missing entry point would.
+#define REAL_OR_FAIL(fn)                                                                \
+  auto real_fn = rt().cuda.fn;                                                          \
+  if (real_fn == nullptr) {                                                             \
+    return rt().libcuda != nullptr ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_NOT_INITIALIZED; \
+  }
 
 template <typename Alloc>
 CUresult linearAlloc(CUdeviceptr* dptr, std::uint64_t bytes, std::uint32_t kind, Region* r,
