@@ -530,6 +530,29 @@ int bypass(std::uint64_t bytes) {
   return 0;
 }
 
+// Two devices, one region each: allocations are charged to the region of the current context's
+// device and each device reports its own quota.
+int multi() {
+  CHECK(g.cuInit(0));
+  for (int d = 0; d < 2; ++d) {
+    CUdevice dev = 0;
+    CHECK(g.cuDeviceGet(&dev, d));
+    CUcontext ctx = nullptr;
+    CHECK(g.cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(g.cuCtxSetCurrent(ctx));
+    CUdeviceptr p = 0;
+    CHECK(g.cuMemAlloc(&p, static_cast<size_t>(d + 1) * 10 << 20));
+    size_t free_b = 0;
+    size_t total_b = 0;
+    CHECK(g.cuMemGetInfo(&free_b, &total_b));
+    size_t dev_total = 0;
+    CHECK(g.cuDeviceTotalMem(&dev_total, dev));
+    std::printf("total%d %zu\nused%d %zu\ndevtotal%d %zu\n", d, total_b, d, total_b - free_b, d,
+                dev_total);
+  }
+  return 0;
+}
+
 // dlsym(RTLD_NEXT) from the program must search after the program, not after the interposer:
 // malloc comes from libc, and cuMemAlloc_v2 from the first object after the program that defines
 // it (the preloaded interposer), as glibc itself would answer.
@@ -559,6 +582,7 @@ int main(int argc, char** argv) {
                 argc >= 6 && std::string(argv[5]) == "hold");
   }
   if (what == "paths") return paths();
+  if (what == "multi") return multi();
   if (what == "spin" && argc >= 6) {
     return spin(static_cast<std::uint32_t>(std::atoi(argv[3])), std::atoi(argv[4]), argv[5]);
   }

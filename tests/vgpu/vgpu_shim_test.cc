@@ -140,6 +140,24 @@ TEST_F(VgpuShimTest, MemoryThatBypassesTheHooksIsReconciledFromNvml) {
   EXPECT_EQ(c.num("after"), static_cast<long long>(kContext + 100 * kMiB));
 }
 
+TEST_F(VgpuShimTest, EachDeviceHasItsOwnRegion) {
+  const std::string r0 = region("gpu0", 512 * kMiB);
+  const std::string r1 = region("gpu1", 1024 * kMiB);
+  std::vector<std::string> e = env(r0 + ":" + r1);
+  e.push_back("GPOOL_FAKE_GPU_COUNT=2");
+  for (const char* how : kMethods) {
+    SCOPED_TRACE(how);
+    Client c(e, {how, "multi"});
+    ASSERT_EQ(c.wait(), 0);
+    EXPECT_EQ(c.num("total0"), static_cast<long long>(512 * kMiB));
+    EXPECT_EQ(c.num("devtotal0"), static_cast<long long>(512 * kMiB));
+    EXPECT_EQ(c.num("used0"), static_cast<long long>(kContext + 10 * kMiB));
+    EXPECT_EQ(c.num("total1"), static_cast<long long>(1024 * kMiB));
+    EXPECT_EQ(c.num("devtotal1"), static_cast<long long>(1024 * kMiB));
+    EXPECT_EQ(c.num("used1"), static_cast<long long>(kContext + 20 * kMiB));
+  }
+}
+
 TEST_F(VgpuShimTest, NothingLeaksAfterManyAllocFreeCycles) {
   const std::string path = region("cycles", 256 * kMiB);
   for (const char* how : kMethods) {
