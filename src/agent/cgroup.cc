@@ -146,14 +146,29 @@ Result<TaskCgroup> TaskCgroup::create(const CgroupLayout& layout, const std::str
       }
     }
   }
+  // In a hybrid layout the v2 group only adds membership, cgroup.kill and the optional BPF
+  // filter; hosts whose v2 tree is read-only (some container runtimes) go on without it.
+  bool v2_optional = layout.mode == CgroupMode::kHybrid &&
+                     !(limits.filter_devices && limits.device_filter == DeviceFilterKind::kBpf);
+  std::vector<std::string> created;
   for (const std::string& dir : cg.dirs_) {
     std::string up = dir.substr(0, dir.rfind('/'));
-    GPOOL_RETURN_IF_ERROR(makeDirs(up));
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      Status st = errnoStatus("cannot create cgroup", dir, errno);
+    Status st = makeDirs(up);
+    if (st.isOk() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      st = errnoStatus("cannot create cgroup", dir, errno);
+    }
+    if (st.isOk()) {
+      created.push_back(dir);
+    } else if (!(v2_optional && dir == cg.unified_dir_)) {
+      cg.dirs_ = created;
       (void)cg.destroy();
       return st;
     }
+  }
+  if (created.size() != cg.dirs_.size()) {
+    cg.dirs_ = created;
+    if (cg.memory_dir_ == cg.unified_dir_) cg.memory_dir_.clear();
+    cg.unified_dir_.clear();
   }
 
   auto v1 = [&](const char* controller) -> std::string {
@@ -239,6 +254,8 @@ Result<TaskCgroup> TaskCgroup::create(const CgroupLayout& layout, const std::str
 
 Status TaskCgroup::addProcess(pid_t pid) const {
   for (const std::string& dir : dirs_) {
+    // A hybrid task may run without its optional v2 group (see create()).
+    if (dir == unified_dir_ && dirs_.size() > 1 && !fileExists(dir)) continue;
     GPOOL_RETURN_IF_ERROR(writeExistingFile(dir + "/cgroup.procs", std::to_string(pid)));
   }
   return Status::ok();
@@ -246,12 +263,17 @@ Status TaskCgroup::addProcess(pid_t pid) const {
 
 std::vector<pid_t> TaskCgroup::processes() const {
   std::vector<pid_t> pids;
-  std::string dir = !unified_dir_.empty() ? unified_dir_ : memory_dir_;
-  if (dir.empty() && !dirs_.empty()) dir = dirs_.front();
-  auto text = readFile(dir + "/cgroup.procs");
-  if (!text.ok()) return pids;
-  for (const std::string& p : splitString(*text, '\n'))
-    pids.push_back(std::stoi(p));
+  // The v2 group sees every process of the task; the v1 groups are the fallback.
+  std::vector<std::string> candidates = {unified_dir_, memory_dir_};
+  if (!dirs_.empty()) candidates.push_back(dirs_.front());
+  for (const std::string& dir : candidates) {
+    if (dir.empty()) continue;
+    auto text = readFile(dir + "/cgroup.procs");
+    if (!text.ok()) continue;
+    for (const std::string& p : splitString(*text, '\n'))
+      pids.push_back(std::stoi(p));
+    return pids;
+  }
   return pids;
 }
 

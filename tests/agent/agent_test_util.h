@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,16 @@ class TempDir {
 // Creates user `name` (useradd, once) and returns "" or why it cannot.
 inline std::string ensureUser(const std::string& name) {
   if (::geteuid() != 0) return "tests with real users need root";
+  if (lookupUnixUser(name).ok()) return "";
+  // Test binaries may run in parallel (ctest -j); one useradd at a time.
+  int lock = ::open("/tmp/gpool-test-users.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock{lock};
   if (lookupUnixUser(name).ok()) return "";
   std::string cmd = "useradd --no-create-home --home-dir /nonexistent --shell /bin/sh " + name +
                     " >/dev/null 2>&1";
