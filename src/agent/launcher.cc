@@ -259,6 +259,9 @@ Status Launcher::stop(const std::string& name, StopReason reason, std::optional<
   if (grace_ms) control["grace_ms"] = *grace_ms;
   GPOOL_RETURN_IF_ERROR(writeFileAtomically(info.dir + "/control.json", control.dump(), 0600));
   if (::kill(info.status.supervisor_pid, SIGUSR1) != 0) {
+    if (errno == ESRCH) {
+      return Status::failedPrecondition("task " + name + " ended while being stopped");
+    }
     return errnoStatus("cannot signal the supervisor of", name, errno);
   }
   return Status::ok();

@@ -82,6 +82,10 @@ TEST_F(CgroupTest, LimitsAreWrittenAndProcessesJoin) {
                                                            ? "/memory.limit_in_bytes"
                                                            : "/memory.max"));
   EXPECT_EQ(mem, std::to_string(300ull << 20) + "\n");
+  std::string pids_dir = layout_.v1_mounts.count("pids")
+                             ? layout_.v1_mounts.at("pids") + "/" + parent_ + "/job1.0"
+                             : cg->unifiedDir();
+  EXPECT_EQ(testing::readOr(pids_dir + "/pids.max"), "64\n");
 
   pid_t child = ::fork();
   if (child == 0) {

@@ -206,6 +206,19 @@ TEST_F(LauncherTest, RootIsRefusedUnlessAllowed) {
   EXPECT_TRUE(contains(r.status().message(), "no Unix user named")) << r.status().toString();
   // A second launch of the same task is refused while its state directory exists.
   EXPECT_EQ(launcher_->launch(l).status().code(), StatusCode::kAlreadyExists);
+
+  TaskLaunch noexec = task("noexec", {});
+  noexec.argv = {tmp_.file("no-such-program")};
+  auto e = launcher_->launch(noexec);
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(contains(e.status().message(), "could not exec")) << e.status().toString();
+  EXPECT_EQ(launcher_->info("noexec.0")->status.state, TaskState::kFailed);
+
+  TaskLaunch nodir = task("nodir", {"ids"});
+  nodir.working_dir = tmp_.file("missing-dir");
+  auto d = launcher_->launch(nodir);
+  ASSERT_FALSE(d.ok());
+  EXPECT_TRUE(contains(d.status().message(), "working directory")) << d.status().toString();
 }
 
 TEST_F(LauncherTest, TimeLimitSendsSigtermThenTheTaskEndsInGrace) {
