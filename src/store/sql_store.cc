@@ -754,15 +754,34 @@ Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::str
 // ---------------------------------------------------------------------------------------------
 // Nodes and GPUs
 
+namespace {
+Status upsertGpuRow(Txn& tx, const GpuRecord& gpu) {
+  GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT name FROM nodes WHERE name = $1", {gpu.node}));
+  if (rows.empty()) {
+    return Status::notFound("GPU " + gpu.uuid + " names node '" + gpu.node +
+                            "', which does not exist");
+  }
+  return tx.exec(
+      "INSERT INTO gpus (uuid, node, gpu_index, model, memory_mib, info_json) VALUES ($1, $2, "
+      "$3, $4, $5, $6) ON CONFLICT (uuid) DO UPDATE SET node = excluded.node, gpu_index = "
+      "excluded.gpu_index, model = excluded.model, memory_mib = excluded.memory_mib, info_json "
+      "= excluded.info_json",
+      {gpu.uuid, gpu.node, int64_t{gpu.index}, gpu.model, static_cast<int64_t>(gpu.memory_mib),
+       gpu.info_json});
+}
+
+Status upsertNodeRow(Txn& tx, const NodeRecord& node) {
+  return tx.exec(
+      "INSERT INTO nodes (name, state, info_json, last_heartbeat) VALUES ($1, $2, $3, $4) "
+      "ON CONFLICT (name) DO UPDATE SET state = excluded.state, info_json = excluded.info_json, "
+      "last_heartbeat = excluded.last_heartbeat",
+      {node.name, node.state, node.info_json, optTimeParam(node.last_heartbeat)});
+}
+}  // namespace
+
 Status SqlStore::upsertNode(const NodeRecord& node) {
   if (node.name.empty()) return Status::invalidArgument("upsertNode: empty node name");
-  return transact(true, [&](Txn& tx) -> Status {
-    return tx.exec(
-        "INSERT INTO nodes (name, state, info_json, last_heartbeat) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (name) DO UPDATE SET state = excluded.state, info_json = excluded.info_json, "
-        "last_heartbeat = excluded.last_heartbeat",
-        {node.name, node.state, node.info_json, optTimeParam(node.last_heartbeat)});
-  });
+  return transact(true, [&](Txn& tx) -> Status { return upsertNodeRow(tx, node); });
 }
 
 Result<NodeRecord> SqlStore::getNode(const std::string& name) {
@@ -810,20 +829,32 @@ Status SqlStore::deleteNode(const std::string& name) {
 
 Status SqlStore::upsertGpu(const GpuRecord& gpu) {
   if (gpu.uuid.empty()) return Status::invalidArgument("upsertGpu: empty GPU uuid");
-  return transact(true, [&](Txn& tx) -> Status {
-    GPOOL_ASSIGN_OR_RETURN(auto rows,
-                           tx.query("SELECT name FROM nodes WHERE name = $1", {gpu.node}));
-    if (rows.empty()) {
-      return Status::notFound("GPU " + gpu.uuid + " names node '" + gpu.node +
-                              "', which does not exist");
+  return transact(true, [&](Txn& tx) -> Status { return upsertGpuRow(tx, gpu); });
+}
+
+Status SqlStore::registerNode(const NodeRecord& node, const std::vector<GpuRecord>& gpus) {
+  if (node.name.empty()) return Status::invalidArgument("registerNode: empty node name");
+  for (const auto& g : gpus) {
+    if (g.uuid.empty()) return Status::invalidArgument("registerNode: GPU without a uuid");
+    if (g.node != node.name) {
+      return Status::invalidArgument("registerNode: GPU " + g.uuid + " names node '" + g.node +
+                                     "', not '" + node.name + "'");
     }
-    return tx.exec(
-        "INSERT INTO gpus (uuid, node, gpu_index, model, memory_mib, info_json) VALUES ($1, $2, "
-        "$3, $4, $5, $6) ON CONFLICT (uuid) DO UPDATE SET node = excluded.node, gpu_index = "
-        "excluded.gpu_index, model = excluded.model, memory_mib = excluded.memory_mib, info_json "
-        "= excluded.info_json",
-        {gpu.uuid, gpu.node, int64_t{gpu.index}, gpu.model, static_cast<int64_t>(gpu.memory_mib),
-         gpu.info_json});
+  }
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(upsertNodeRow(tx, node));
+    // GPUs the node no longer reports are removed; the rest are updated in place.
+    std::vector<SqlParam> params{node.name};
+    std::string sql = "DELETE FROM gpus WHERE node = $1";
+    if (!gpus.empty()) {
+      sql += " AND uuid NOT IN (" + placeholders(2, gpus.size()) + ")";
+      for (const auto& g : gpus)
+        params.emplace_back(g.uuid);
+    }
+    GPOOL_RETURN_IF_ERROR(tx.exec(sql, params));
+    for (const auto& g : gpus)
+      GPOOL_RETURN_IF_ERROR(upsertGpuRow(tx, g));
+    return Status::ok();
   });
 }
 

@@ -108,6 +108,7 @@ class SqlStore : public Store {
   Result<std::vector<NodeRecord>> listNodes() override;
   Status deleteNode(const std::string& name) override;
   Status upsertGpu(const GpuRecord& gpu) override;
+  Status registerNode(const NodeRecord& node, const std::vector<GpuRecord>& gpus) override;
   Result<std::vector<GpuRecord>> listGpus(const std::string& node) override;
   Status upsertUser(const UserRecord& user) override;
   Result<UserRecord> getUser(const std::string& name) override;

@@ -272,6 +272,9 @@ class Store {
   // Removes the node and its GPUs.
   virtual Status deleteNode(const std::string& name) = 0;
   virtual Status upsertGpu(const GpuRecord& gpu) = 0;
+  // A node's registration in one transaction: upserts the node and exactly `gpus` (each must
+  // name this node); GPUs of the node not in `gpus` are removed.
+  virtual Status registerNode(const NodeRecord& node, const std::vector<GpuRecord>& gpus) = 0;
   // GPUs of one node, or of all nodes when `node` is empty; ordered by node, index.
   virtual Result<std::vector<GpuRecord>> listGpus(const std::string& node) = 0;
 
