@@ -15,6 +15,10 @@
 namespace gpool::vgpu::shim {
 namespace {
 
+// Serialises slot attachment within the process; re-initialised in a fork child, where a thread
+// of the parent may have held it at fork time.
+pthread_mutex_t g_attach_mu = PTHREAD_MUTEX_INITIALIZER;
+
 std::int64_t monotonicUs() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -141,6 +145,7 @@ void detachAll() {
 
 void afterForkChild() {
   // The child is a new process: no device memory, no slot, no watcher thread, no context.
+  pthread_mutex_init(&g_attach_mu, nullptr);
   Runtime& r = rt();
   r.allocations.resetAfterFork();
   for (int i = 0; i < r.region_count; ++i) {
@@ -211,14 +216,13 @@ Region* regionForCurrent() {
 int slotOf(Region* r) {
   int slot = r->slot.load(std::memory_order_acquire);
   if (slot >= 0) return slot;
-  static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&attach_mu);
+  pthread_mutex_lock(&g_attach_mu);
   slot = r->slot.load(std::memory_order_acquire);
   if (slot < 0) {
     slot = r->shm->attach(static_cast<std::int32_t>(::getpid()));
     r->slot.store(slot, std::memory_order_release);
   }
-  pthread_mutex_unlock(&attach_mu);
+  pthread_mutex_unlock(&g_attach_mu);
   // A process that only allocates still needs the watcher: it reconciles memory with NVML.
   ensureWatcher();
   return slot;
