@@ -124,6 +124,46 @@ Result<uint64_t> parseQuantityText(Quantity kind, std::string_view text) {
   return Status::internal("unknown quantity kind");
 }
 
+// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or values above U+10FFFF).
+// Parsed JSON text is always valid, but values built in code may not be, and they would not
+// survive a round trip (dumpJson replaces bad bytes).
+bool isValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) {
+      n = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
 // True when `text` is a zero in any of the forms the parsers accept ("0", "0.0", "0%", "0m").
 bool isZeroText(std::string_view text) {
   while (!text.empty() && (text.back() == '%' || text.back() == 'm' || text.back() == ' '))
@@ -253,7 +293,9 @@ void ObjectReader::string(std::string_view key, std::string* out, Presence prese
   const json* v = take(key, presence);
   if (v == nullptr) return;
   if (!v->is_string()) return fail(key, "expected a string, got " + std::string(jsonTypeName(*v)));
-  *out = v->get<std::string>();
+  const std::string& text = v->get_ref<const std::string&>();
+  if (!isValidUtf8(text)) return fail(key, "is not valid UTF-8");
+  *out = text;
 }
 
 void ObjectReader::optionalString(std::string_view key, std::optional<std::string>* out) {
@@ -414,7 +456,11 @@ void ObjectReader::stringList(std::string_view key, std::vector<std::string>* ou
       return fail(std::string(key) + "[" + std::to_string(i) + "]",
                   "expected a string, got " + std::string(jsonTypeName(e)));
     }
-    items.push_back(e.get<std::string>());
+    const std::string& text = e.get_ref<const std::string&>();
+    if (!isValidUtf8(text)) {
+      return fail(std::string(key) + "[" + std::to_string(i) + "]", "is not valid UTF-8");
+    }
+    items.push_back(text);
   }
   *out = std::move(items);
 }
@@ -432,7 +478,11 @@ void ObjectReader::stringMap(std::string_view key, std::map<std::string, std::st
       return fail(std::string(key) + "." + it.key(),
                   "expected a string, got " + std::string(jsonTypeName(it.value())));
     }
-    items.emplace(it.key(), it.value().get<std::string>());
+    const std::string& text = it.value().get_ref<const std::string&>();
+    if (!isValidUtf8(it.key()) || !isValidUtf8(text)) {
+      return fail(std::string(key) + "." + it.key(), "is not valid UTF-8");
+    }
+    items.emplace(it.key(), text);
   }
   *out = std::move(items);
 }

@@ -30,6 +30,7 @@
 //    without the suffix that takes the text forms of common/units.h ("24G", "0.25", "25%",
 //    "90m"). Giving both is an error. Output always uses the canonical key.
 //  - Timestamps are integers, microseconds since the Unix epoch, in keys ending `_us`.
+//  - Strings must be valid UTF-8 (parsed text always is; values built in code are checked).
 //
 // No function in this header throws; nlohmann exceptions are caught here.
 namespace gpool::api {

@@ -149,6 +149,18 @@ TEST(ObjectReaderTest, RejectsOutOfRangeNegativeAndHugeNumbers) {
                         "sample.inners: has 4 elements; at most 3"));
 }
 
+TEST(ObjectReaderTest, RejectsInvalidUtf8InValuesBuiltInCode) {
+  Sample s;
+  json j = {{"name", "ok \xc3\xa9"}};
+  EXPECT_TRUE(fromJson(j, &s, "sample").isOk());
+  j["name"] = "bad \xff";
+  EXPECT_TRUE(failsWith(fromJson(j, &s, "sample"), "sample.name: is not valid UTF-8"));
+  j = {{"name", "a"}, {"tags", {"x", "\xed\xa0\x80"}}};
+  EXPECT_TRUE(failsWith(fromJson(j, &s, "sample"), "sample.tags[1]: is not valid UTF-8"));
+  j = {{"name", "a"}, {"labels", {{"k", "\xc0\xaf"}}}};
+  EXPECT_TRUE(failsWith(fromJson(j, &s, "sample"), "sample.labels.k: is not valid UTF-8"));
+}
+
 TEST(ObjectReaderTest, UnknownFieldsAreNamedWithHints) {
   Status s = parseSample(R"({"name":"a","cuont":3})");
   EXPECT_TRUE(failsWith(s, "sample.cuont: unknown field (did you mean 'count'?)"));
