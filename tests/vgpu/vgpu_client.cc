@@ -466,6 +466,7 @@ int spin(std::uint32_t us, int count, const std::string& api) {
   }
   std::printf("pid %d\nstart_us %lld\n", static_cast<int>(::getpid()),
               static_cast<long long>(nowUs()));
+  std::fflush(stdout);
   for (int i = 0; i < count; ++i) {
     CUstream s = streams[i % kDepth];
     if (api == "kernel") {

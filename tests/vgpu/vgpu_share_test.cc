@@ -86,5 +86,26 @@ TEST_F(VgpuShareTest, EveryLaunchApiIsLimited) {
   }
 }
 
+TEST_F(VgpuShareTest, ControllerKilledMidRunIsReplacedAndTheTaskStaysAtItsShare) {
+  const std::string path = region("lease", 1024 * kMiB, 300, SharePolicy::kStrict);
+  // The first process takes the controller lease; it is killed once the second one runs.
+  Client first(env(path), {"direct", "spin", "2000", "100000", "kernel"});
+  first.readUntil("start_us");
+  Client second(env(path), {"procaddr", "spin", "2000", "250", "kernel"});
+  second.readUntil("start_us");
+  first.kill();
+  ASSERT_EQ(second.wait(), 0);
+  const std::int64_t t0 = second.num("start_us") + 400000;
+  const std::int64_t t1 = second.num("end_us");
+  ASSERT_GT(t1 - t0, 500000);
+  const double frac =
+      static_cast<double>(busy(static_cast<std::int32_t>(second.num("pid")), t0, t1)) /
+      static_cast<double>(t1 - t0);
+  std::printf("after_controller_killed_busy %.3f\n", frac);
+  EXPECT_NEAR(frac, 0.30, 0.05);
+  auto r = ShmRegion::open(path);
+  EXPECT_EQ(r->header()->controller_pid.load(), static_cast<std::int32_t>(second.num("pid")));
+}
+
 }  // namespace
 }  // namespace gpool::vgpu
