@@ -109,6 +109,51 @@ TEST_F(CgroupTest, LimitsAreWrittenAndProcessesJoin) {
   }
 }
 
+// The pure cgroup v2 code path, exercised on this host's v2 tree by pretending it is the only
+// hierarchy: the group is created, the BPF device filter applies, SIGKILL goes through
+// cgroup.kill, and a limit the v2 tree cannot carry fails the creation with a clear error.
+TEST_F(CgroupTest, PureV2LayoutOnTheUnifiedTree) {
+  if (layout_.unified.empty()) GTEST_SKIP() << "no cgroup v2 tree on this host";
+  CgroupLayout v2;
+  v2.mode = CgroupMode::kV2;
+  v2.unified = layout_.unified;
+  TempDir tmp;
+  std::string other = tmp.file("nvidia1");
+  ASSERT_EQ(::mknod(other.c_str(), S_IFCHR | 0666, makedev(195, 1)), 0);
+
+  CgroupLimits limits;
+  limits.filter_devices = true;
+  limits.device_rules = taskDeviceRules({0}, {});  // kAuto picks BPF: no v1 devices here
+  auto cg = TaskCgroup::create(v2, parent_, "v2job.0", limits);
+  ASSERT_TRUE(cg.ok()) << cg.status().toString();
+  EXPECT_EQ(cg->dirs(), std::vector<std::string>{layout_.unified + "/" + parent_ + "/v2job.0"});
+  EXPECT_EQ(openInCgroup(*cg, other), EPERM);
+
+  pid_t child = ::fork();
+  if (child == 0) {
+    for (;;)
+      ::pause();
+  }
+  ASSERT_TRUE(cg->addProcess(child).isOk());
+  EXPECT_EQ(cg->processes(), std::vector<pid_t>{child});
+  ASSERT_TRUE(cg->destroy().isOk());
+  int ws = 0;
+  ASSERT_EQ(::waitpid(child, &ws, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL);
+
+  if (!v2.v2HasController("memory")) {
+    CgroupLimits memory;
+    memory.memory_mib = 64;
+    auto fails = TaskCgroup::create(v2, parent_, "v2mem.0", memory);
+    ASSERT_FALSE(fails.ok());
+    EXPECT_NE(fails.status().message().find("memory.max"), std::string::npos)
+        << fails.status().toString();
+    struct stat st;
+    EXPECT_NE(::stat((layout_.unified + "/" + parent_ + "/v2mem.0").c_str(), &st), 0)
+        << "a failed creation removes its group";
+  }
+}
+
 // Fake GPU device nodes: /dev/nvidia0 and /dev/nvidia1 as char 195:0 and 195:1. With no
 // driver behind major 195 an allowed open fails with ENXIO; a denied one fails with EPERM
 // before the driver is even looked up.
