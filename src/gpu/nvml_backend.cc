@@ -146,6 +146,7 @@ Result<Inventory> NvmlBackend::inventory() {
   std::vector<std::map<std::string, uint32_t>> links_to(devices.size());
   std::vector<std::map<std::string, uint32_t>> untyped_to(devices.size());
   std::vector<uint32_t> switch_links(devices.size(), 0);
+  std::vector<bool> lost(devices.size(), false);
   for (size_t k = 0; k < devices.size(); ++k) {
     const Device& d = devices[k];
     auto where = [&](const char* call) { return gpuName(d.index, d.uuid) + ": " + call; };
@@ -153,8 +154,12 @@ Result<Inventory> NvmlBackend::inventory() {
     info.uuid = d.uuid;
     info.index = d.index;
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-    GPOOL_RETURN_IF_ERROR(
-        lib_.toStatus(fn_.deviceGetName(d.handle, name, sizeof(name)), where("nvmlDeviceGetName")));
+    nvmlReturn_t name_rc = fn_.deviceGetName(d.handle, name, sizeof(name));
+    if (name_rc == NVML_ERROR_GPU_IS_LOST) {
+      lost[k] = true;  // fell off the bus since it was listed: left out, like in devicesLocked
+      continue;
+    }
+    GPOOL_RETURN_IF_ERROR(lib_.toStatus(name_rc, where("nvmlDeviceGetName")));
     info.model = name;
     if (fn_.deviceGetPciInfo) {
       nvmlPciInfo_t pci{};
@@ -234,6 +239,14 @@ Result<Inventory> NvmlBackend::inventory() {
       }
     }
     inv.gpus.push_back(std::move(info));
+  }
+  // Keep the per-GPU tables aligned with inv.gpus.
+  for (size_t k = devices.size(); k-- > 0;) {
+    if (!lost[k]) continue;
+    devices.erase(devices.begin() + static_cast<std::ptrdiff_t>(k));
+    links_to.erase(links_to.begin() + static_cast<std::ptrdiff_t>(k));
+    untyped_to.erase(untyped_to.begin() + static_cast<std::ptrdiff_t>(k));
+    switch_links.erase(switch_links.begin() + static_cast<std::ptrdiff_t>(k));
   }
 
   // Where NVML cannot say what a link ends at: a GPU of this node is a peer, anything else is
@@ -382,7 +395,10 @@ Result<TelemetrySample> NvmlBackend::sample() {
         if (rc == NVML_SUCCESS) t.ecc_uncorrected = uncorrected;
       }
     }
-    if (lost) continue;
+    if (lost) {
+      pending_xids_.erase(d.handle);  // reported by the health checks as missing instead
+      continue;
+    }
     auto processes = processesLocked(d);
     if (!processes.ok()) return processes.status();
     t.processes = std::move(processes).value();

@@ -176,6 +176,25 @@ TEST_P(NvmlBackendTest, ErrorsNameTheGpuAndTheNvmlCall) {
             "nvmlSystemGetDriverVersion failed: Insufficient Permissions (NVML error 4)");
 }
 
+TEST_P(NvmlBackendTest, AGpuLostMidInventoryIsLeftOut) {
+  start("8x-rtx-a6000-pcie-pairs.json");
+  ASSERT_NE(backend_, nullptr);
+  fake_->failNext("nvmlDeviceGetName", NVML_ERROR_GPU_IS_LOST);  // GPU 0 is gone
+  auto inv = backend_->inventory();
+  ASSERT_TRUE(inv.ok()) << inv.status().toString();
+  ASSERT_EQ(inv->gpus.size(), 7u);
+  EXPECT_EQ(inv->gpus[0].index, 1u);
+  ASSERT_EQ(inv->links.size(), 21u);
+  EXPECT_EQ(inv->linkBetween(2, 3)->level, TopologyLevel::kNvLink);
+  EXPECT_EQ(inv->linkBetween(1, 2)->level, TopologyLevel::kNode);
+  EXPECT_EQ(inv->linkBetween(0, 1), nullptr);
+  fake_->failNext("nvmlDeviceGetTemperature", NVML_ERROR_GPU_IS_LOST);
+  auto sample = backend_->sample();
+  ASSERT_TRUE(sample.ok()) << sample.status().toString();
+  EXPECT_EQ(sample->gpus.size(), 7u);
+  EXPECT_EQ(sample->gpus[0].index, 1u);
+}
+
 TEST_P(NvmlBackendTest, LongProcessListsAreReadWhole) {
   start("8x-a100-sxm4-80gb-nvlink.json");
   ASSERT_NE(backend_, nullptr);
