@@ -249,6 +249,21 @@ std::vector<Finding> findStrayProcesses(const TelemetrySample& sample,
   return findings;
 }
 
+std::vector<Finding> StrayTracker::update(const std::vector<Finding>& findings, TimePoint now) {
+  std::map<std::pair<std::string, int>, TimePoint> seen;
+  std::vector<Finding> due;
+  for (const Finding& f : findings) {
+    if (f.check != "stray_process" && f.check != "dead_task_process") continue;
+    auto key = std::make_pair(f.gpu_uuid, f.pid);
+    auto it = first_seen_.find(key);
+    TimePoint since = it == first_seen_.end() ? now : it->second;
+    seen.emplace(key, since);
+    if (now - since >= grace_) due.push_back(f);
+  }
+  first_seen_ = std::move(seen);
+  return due;
+}
+
 std::vector<KillOutcome> killStrayProcesses(GpuBackend& backend,
                                             const std::vector<Finding>& findings) {
   std::vector<KillOutcome> outcomes;

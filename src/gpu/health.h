@@ -94,6 +94,25 @@ std::vector<Finding> findStrayProcesses(const TelemetrySample& sample,
                                         const GpuOwnership& ownership,
                                         const HygieneConfig& config = {});
 
+// Remembers since when each stray or dead-task process has been seen, so that a kill policy acts
+// only on processes that stayed unowned for a grace period: a task's new process can show on
+// the GPU before the agent has recorded its pid, and must not be killed for that.
+//
+// Thread-safety: none; one owner (the agent's hygiene loop).
+class StrayTracker {
+ public:
+  explicit StrayTracker(Micros grace) : grace_(grace) {}
+
+  // Takes the findings of one `findStrayProcesses` at `now` and returns the process findings
+  // whose (GPU, pid) has been reported in every call since at least `now - grace`. A process
+  // missing from one call starts over.
+  std::vector<Finding> update(const std::vector<Finding>& findings, TimePoint now);
+
+ private:
+  Micros grace_;
+  std::map<std::pair<std::string, int>, TimePoint> first_seen_;
+};
+
 struct KillOutcome {
   std::string gpu_uuid;
   int pid = 0;

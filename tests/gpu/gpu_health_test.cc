@@ -138,6 +138,35 @@ TEST_F(HealthTest, JobNeedsAreCheckedAgainstDriverAndComputeCapability) {
             4);
 }
 
+TEST(StrayTrackerTest, OnlyProcessesStrayForTheWholeGracePeriodAreDue) {
+  auto stray = [](std::string uuid, int pid) {
+    Finding f;
+    f.check = "stray_process";
+    f.gpu_uuid = std::move(uuid);
+    f.pid = pid;
+    return f;
+  };
+  Finding leak;
+  leak.check = "leaked_memory";
+  leak.gpu_uuid = "GPU-a";
+  SimClock clock;
+  StrayTracker tracker(std::chrono::seconds(30));
+  EXPECT_TRUE(tracker.update({stray("GPU-a", 1), leak}, clock.now()).empty());
+  clock.advance(seconds(20));
+  EXPECT_TRUE(tracker.update({stray("GPU-a", 1), stray("GPU-b", 1)}, clock.now()).empty());
+  clock.advance(seconds(10));
+  auto due = tracker.update({stray("GPU-a", 1), stray("GPU-b", 1)}, clock.now());
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].gpu_uuid, "GPU-a");
+  clock.advance(seconds(5));
+  EXPECT_TRUE(tracker.update({stray("GPU-b", 1)}, clock.now()).empty()) << "GPU-b: 15 s";
+  clock.advance(seconds(1));
+  EXPECT_TRUE(tracker.update({stray("GPU-a", 1)}, clock.now()).empty())
+      << "GPU-a's process was gone for one check: it starts over";
+  clock.advance(seconds(30));
+  EXPECT_EQ(tracker.update({stray("GPU-a", 1)}, clock.now()).size(), 1u);
+}
+
 TEST(CommonVersionsTest, MajorityWinsAndTiesGoToTheNewer) {
   auto node = [](std::string driver, std::string cuda, size_t gpus) {
     Inventory inv;
