@@ -3,7 +3,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <unordered_map>
 
 namespace gpool::vgpu {
 
@@ -16,12 +15,18 @@ struct AllocRecord {
 };
 
 // Per-process map from a driver handle or device address to its charge. Sharded by key so that
-// allocations on different threads rarely contend; each shard's lock is held for one hash
-// operation only.
+// allocations on different threads rarely contend; each shard is an open-addressing table (no
+// memory allocation per insert or erase, only when a shard grows), and its lock is held for one
+// probe sequence.
 // Thread-safety: all methods are thread-safe. resetAfterFork() must run in a fork child before
 // any other use (the parent's threads may have held shard locks at fork time).
 class AllocationTable {
  public:
+  AllocationTable() = default;
+  AllocationTable(const AllocationTable&) = delete;
+  AllocationTable& operator=(const AllocationTable&) = delete;
+  ~AllocationTable();
+
   void insert(std::uint64_t key, AllocRecord record);
   // Removes `key` and returns its record; false when the key is unknown (not ours, or freed).
   bool erase(std::uint64_t key, AllocRecord* record);
@@ -32,11 +37,21 @@ class AllocationTable {
 
  private:
   static constexpr std::size_t kShards = 64;
+  struct Entry {
+    std::uint64_t key;  // kEmpty, kTombstone, or a key (keys equal to those are stored apart)
+    AllocRecord rec;
+  };
   struct alignas(64) Shard {
     mutable std::mutex mu;
-    std::unordered_map<std::uint64_t, AllocRecord> map;
+    Entry* entries = nullptr;
+    std::size_t capacity = 0;               // power of two
+    std::size_t used = 0;                   // live entries
+    std::size_t filled = 0;                 // live entries + tombstones
+    bool special_live[2] = {false, false};  // keys 0 and 1
+    AllocRecord special[2];
   };
-  Shard& shardFor(std::uint64_t key) const { return shards_[(key >> 8 ^ key >> 20) % kShards]; }
+  static Shard& shardFor(const Shard* shards, std::uint64_t key);
+  static void grow(Shard& s);
   mutable Shard shards_[kShards];
 };
 
