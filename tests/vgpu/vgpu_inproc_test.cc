@@ -53,6 +53,11 @@ Loaded& loaded() {
     x->fake = ::dlopen(GPOOL_FAKE_LIBCUDA, RTLD_NOW | RTLD_LOCAL);
     x->shim = ::dlopen(GPOOL_VGPU_LIB, RTLD_NOW | RTLD_LOCAL);
     if (x->fake == nullptr || x->shim == nullptr) std::abort();
+    // The region stays mapped by the interposer; only the files go at exit.
+    std::atexit([] {
+      ::unlink(l->region.c_str());
+      ::rmdir(l->dir.c_str());
+    });
     reinterpret_cast<CUresult (*)(unsigned)>(::dlsym(x->fake, "cuInit"))(0);
     reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(
         ::dlsym(x->shim, "cuDevicePrimaryCtxRetain"))(&x->ctx, 0);
