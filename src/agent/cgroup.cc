@@ -252,8 +252,9 @@ Result<TaskCgroup> TaskCgroup::create(const CgroupLayout& layout, const std::str
   return cg;
 }
 
-Status TaskCgroup::addProcess(pid_t pid) const {
+Status TaskCgroup::addProcess(pid_t pid, bool skip_unified) const {
   for (const std::string& dir : dirs_) {
+    if (skip_unified && dir == unified_dir_) continue;
     // A hybrid task may run without its optional v2 group (see create()).
     if (dir == unified_dir_ && dirs_.size() > 1 && !fileExists(dir)) continue;
     GPOOL_RETURN_IF_ERROR(writeExistingFile(dir + "/cgroup.procs", std::to_string(pid)));

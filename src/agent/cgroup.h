@@ -65,8 +65,9 @@ class TaskCgroup {
   static TaskCgroup open(const CgroupLayout& layout, const std::string& parent,
                          const std::string& name);
 
-  // Moves process `pid` into every group of the task.
-  Status addProcess(pid_t pid) const;
+  // Moves process `pid` into every group of the task; with `skip_unified`, into all but the v2
+  // group (for a process created inside it with clone3(CLONE_INTO_CGROUP)).
+  Status addProcess(pid_t pid, bool skip_unified = false) const;
   // The processes in the task's groups (membership group: v2 if present, else v1 memory/pids).
   std::vector<pid_t> processes() const;
   bool empty() const { return processes().empty(); }
