@@ -284,8 +284,85 @@ struct Choice {
   size_t locality = 0;
 };
 
-// The best candidate over `nodes` (indices into cluster); ties: locality, then a node this job
-// already uses, then uniformly at random (reservoir sampling over tied nodes).
+// The node's best choice for `task` into *pick / *score; false when the task does not fit.
+// Slices and CPU-only tasks (the hot path of every replay) are scored through one reused
+// scratch allocation instead of a vector of candidates.
+bool bestOnNode(const ClusterState& cluster, size_t n, const TaskRequest& task,
+                PlacementPolicy& policy, Random& random, GpuChoices choices, bool random_within,
+                TaskAllocation* scratch, TaskAllocation* pick, double* score) {
+  if (task.gpus != 0 && !task.isSlice()) {
+    std::vector<TaskAllocation> cands = candidateAllocations(cluster, n, task, choices);
+    if (cands.empty()) return false;
+    size_t i = bestWithinNode(cluster, task, policy, random, cands, random_within, score);
+    *pick = std::move(cands[i]);
+    return true;
+  }
+  const Node& node = cluster.node(n);
+  if (!fitsNow(node, task)) return false;
+  scratch->node = n;
+  scratch->cpu_millis = task.cpu_millis;
+  scratch->ram_mib = task.ram_mib;
+  if (task.gpus == 0) {
+    scratch->gpus.clear();
+    *score = policy.score(cluster, task, *scratch);
+    *pick = *scratch;
+    return true;
+  }
+  const uint32_t compute = task.computePerGpu();
+  const double eps = policy.tieEpsilon();
+  if (choices == GpuChoices::kCanonical) {
+    // Best fit: the least free GPU that still fits (then least free memory).
+    int best = -1;
+    for (const Gpu& g : node.gpus) {
+      if (!gpuEligible(g, task) || !gpuFreeFor(g, task)) continue;
+      if (best < 0 || g.compute_free < node.gpus[best].compute_free ||
+          (g.compute_free == node.gpus[best].compute_free &&
+           g.memory_free_mib < node.gpus[best].memory_free_mib)) {
+        best = static_cast<int>(g.index);
+      }
+    }
+    if (best < 0) return false;
+    scratch->gpus.assign(1, GpuSlice{static_cast<uint32_t>(best), task.gpu_memory_mib, compute});
+    *score = policy.score(cluster, task, *scratch);
+    *pick = *scratch;
+    return true;
+  }
+  // One candidate per distinct free state (kDistinct) or per GPU (kEvery).
+  std::pair<uint32_t, uint64_t> seen[64];
+  size_t n_seen = 0;
+  bool found = false;
+  uint64_t ties = 0;
+  uint32_t best_gpu = 0;
+  double best = 0;
+  for (const Gpu& g : node.gpus) {
+    if (!gpuEligible(g, task) || !gpuFreeFor(g, task)) continue;
+    if (choices == GpuChoices::kDistinct) {
+      std::pair<uint32_t, uint64_t> state{g.compute_free, g.memory_free_mib};
+      if (std::find(seen, seen + n_seen, state) != seen + n_seen) continue;
+      if (n_seen < 64) seen[n_seen++] = state;
+    }
+    scratch->gpus.assign(1, GpuSlice{g.index, task.gpu_memory_mib, compute});
+    double s = policy.score(cluster, task, *scratch);
+    if (!found || s > best + eps) {
+      found = true;
+      best = s;
+      best_gpu = g.index;
+      ties = 1;
+    } else if (random_within && s >= best - eps && random.uniform(++ties) == 0) {
+      best_gpu = g.index;
+    }
+  }
+  if (!found) return false;
+  pick->node = n;
+  pick->cpu_millis = task.cpu_millis;
+  pick->ram_mib = task.ram_mib;
+  pick->gpus.assign(1, GpuSlice{best_gpu, task.gpu_memory_mib, compute});
+  *score = best;
+  return true;
+}
+
+// The best candidate over all nodes; ties: locality, then a node this job already uses, then
+// uniformly at random (reservoir sampling over tied nodes).
 Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, PlacementPolicy& policy,
                   Random& random, const std::vector<size_t>& used_nodes) {
   Choice best;
@@ -293,14 +370,19 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
   const double eps = policy.tieEpsilon();
   const GpuChoices choices = policy.gpuChoices();
   const bool random_within = policy.randomWithinNode();
+  const bool soft = !task.constraints.datasets.empty() || !used_nodes.empty();
+  TaskAllocation scratch, pick;
   for (size_t n = 0; n < cluster.size(); ++n) {
-    std::vector<TaskAllocation> cands = candidateAllocations(cluster, n, task, choices);
-    if (cands.empty()) continue;
     double pick_score = 0;
-    size_t pick = bestWithinNode(cluster, task, policy, random, cands, random_within, &pick_score);
-    size_t locality = datasetsHeld(cluster.node(n), task.constraints);
-    bool reused = std::find(used_nodes.begin(), used_nodes.end(), n) != used_nodes.end();
-    locality = locality * 2 + (reused ? 1 : 0);
+    if (!bestOnNode(cluster, n, task, policy, random, choices, random_within, &scratch, &pick,
+                    &pick_score)) {
+      continue;
+    }
+    size_t locality = 0;
+    if (soft) {
+      bool reused = std::find(used_nodes.begin(), used_nodes.end(), n) != used_nodes.end();
+      locality = datasetsHeld(cluster.node(n), task.constraints) * 2 + (reused ? 1 : 0);
+    }
     bool better = false, tie = false;
     if (!best.found || pick_score > best.score + eps) {
       better = true;
@@ -313,14 +395,14 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
     }
     if (better) {
       best.found = true;
-      best.alloc = std::move(cands[pick]);
+      best.alloc = pick;
       best.score = pick_score;
       best.locality = locality;
       ties = 1;
     } else if (tie) {
       ++ties;
       if (random.uniform(ties) == 0) {
-        best.alloc = std::move(cands[pick]);
+        best.alloc = pick;
         best.score = std::max(best.score, pick_score);
       }
     }

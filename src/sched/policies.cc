@@ -108,7 +108,7 @@ FgdPolicy::FgdPolicy(std::shared_ptr<const FragmentationModel> model, bool quant
   if (!model_) model_ = std::make_shared<FragmentationModel>();
 }
 
-double FgdPolicy::fragmentationBefore(const ClusterState& cluster, size_t node_index) {
+const FgdPolicy::CacheEntry& FgdPolicy::before(const ClusterState& cluster, size_t node_index) {
   const Node& node = cluster.node(node_index);
   if (cache_.size() < cluster.size()) cache_.resize(cluster.size());
   CacheEntry& e = cache_[node_index];
@@ -118,28 +118,30 @@ double FgdPolicy::fragmentationBefore(const ClusterState& cluster, size_t node_i
   for (size_t i = 0; hit && i < node.gpus.size(); ++i) {
     hit = e.gpu_free[i] == (node.gpus[i].healthy ? node.gpus[i].compute_free : 0);
   }
-  if (hit) return e.frag;
+  if (hit) return e;
   e.cpu_free = node.cpu_free_millis;
+  e.one_model = node.gpus.size() <= 64;
+  for (const Gpu& g : node.gpus) {
+    e.one_model = e.one_model && g.healthy && g.model == node.gpus.front().model;
+  }
   e.gpu_free.resize(node.gpus.size());
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     e.gpu_free[i] = node.gpus[i].healthy ? node.gpus[i].compute_free : 0;
   }
   e.frag = model_->nodeFragmentation(node);
   e.valid = true;
-  return e.frag;
+  return e;
 }
 
 double FgdPolicy::fragmentationDelta(const ClusterState& cluster, const TaskAllocation& candidate) {
-  double before = fragmentationBefore(cluster, candidate.node);
+  const CacheEntry& entry = before(cluster, candidate.node);
+  const double frag_before = entry.frag;
   const Node& node = cluster.node(candidate.node);
   uint64_t cpu_after = node.cpu_free_millis >= candidate.cpu_millis
                            ? node.cpu_free_millis - candidate.cpu_millis
                            : 0;
-  bool one_model = true;
-  for (const Gpu& g : node.gpus)
-    one_model &= g.model == node.gpus.front().model && g.healthy;
   double after = 0;
-  if (one_model && node.gpus.size() <= 64) {
+  if (entry.one_model) {
     uint32_t free[64];
     for (size_t i = 0; i < node.gpus.size(); ++i)
       free[i] = node.gpus[i].compute_free;
@@ -156,7 +158,7 @@ double FgdPolicy::fragmentationDelta(const ClusterState& cluster, const TaskAllo
     }
     after = model_->nodeFragmentation(copy);
   }
-  return before - after;
+  return frag_before - after;
 }
 
 double FgdPolicy::score(const ClusterState& cluster, const TaskRequest& task,

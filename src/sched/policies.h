@@ -97,9 +97,10 @@ class FgdPolicy : public PlacementPolicy {
     uint64_t cpu_free = 0;
     std::vector<uint32_t> gpu_free;
     double frag = 0;
+    bool one_model = true;  // every GPU healthy and of one model: the fast evaluation applies
     bool valid = false;
   };
-  double fragmentationBefore(const ClusterState& cluster, size_t node);
+  const CacheEntry& before(const ClusterState& cluster, size_t node);
 
   std::shared_ptr<const FragmentationModel> model_;
   bool quantised_;

@@ -257,7 +257,7 @@ std::string formatComparison(const std::vector<PolicyResult>& results,
   size_t compared = 0;
   char line[512];
   std::snprintf(line, sizeof(line), "%-14s %5s | %-23s | %-23s | %s\n", "POLICY", "SEEDS",
-                "alloc% @100: pub  gpool", "alloc% @130: pub  gpool", "WITHIN");
+                "alloc% @100: pub   ours", "alloc% @130: pub   ours", "WITHIN");
   out << line;
   size_t i100 = static_cast<size_t>(std::find(kReportLevels.begin(), kReportLevels.end(), 100) -
                                     kReportLevels.begin());
