@@ -216,6 +216,14 @@ Result<std::vector<TaskInfo>> Launcher::adoptAll() {
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
     GPOOL_ASSIGN_OR_RETURN(TaskInfo info, refresh(name));
+    if (info.status.state == TaskState::kStarting && info.status.supervisor_pid == 0) {
+      // A directory without a supervisor record: the agent died between creating it and
+      // starting the supervisor (adoptAll runs at start-up, before any launch of its own).
+      info.status.state = TaskState::kFailed;
+      info.status.reason = "the agent stopped before the task's supervisor started";
+      info.status.ended_at_us = toUnixMicros(realClock().now());
+      GPOOL_RETURN_IF_ERROR(writeFileDurably(info.dir + "/status.json", toJson(info.status)));
+    }
     tasks.push_back(std::move(info));
   }
   return tasks;

@@ -48,7 +48,9 @@ class Launcher {
   Result<TaskInfo> launch(const TaskLaunch& launch);
 
   // Every task in the state directory with its status. A task whose supervisor is gone
-  // without having recorded an end is recorded as NODE_FAIL (durably) and reported so.
+  // without having recorded an end is recorded as NODE_FAIL (durably) and reported so; one
+  // whose supervisor never started is recorded FAILED. Call it when the agent starts, before
+  // launching anything.
   Result<std::vector<TaskInfo>> adoptAll();
 
   // The current status of task `name`; NotFound for an unknown task.

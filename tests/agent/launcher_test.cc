@@ -360,6 +360,18 @@ TEST_F(LauncherTest, DeadSupervisorIsRecordedAsNodeFail) {
   if (cgroup_skip_.empty()) (void)TaskCgroup::open(layout_, parent_, "lost.0").destroy();
 }
 
+TEST_F(LauncherTest, HalfCreatedTaskIsRecordedFailedOnAdoption) {
+  // The agent died after creating the directory and writing launch.json, before the spawn.
+  std::string dir = launcher_->taskDir("half.0");
+  ASSERT_TRUE(makeDirs(dir).isOk());
+  ASSERT_TRUE(writeFileAtomically(dir + "/launch.json", toJson(task("half", {"ids"}))).isOk());
+  auto tasks = Launcher(makeOptions()).adoptAll();
+  ASSERT_TRUE(tasks.ok()) << tasks.status().toString();
+  ASSERT_EQ(tasks->size(), 1u);
+  EXPECT_EQ((*tasks)[0].status.state, TaskState::kFailed);
+  EXPECT_EQ(launcher_->info("half.0")->status.state, TaskState::kFailed);  // recorded durably
+}
+
 TEST_F(LauncherTest, InteractiveProcessesJoinTheRunningTask) {
   if (!cgroup_skip_.empty()) GTEST_SKIP() << cgroup_skip_;
   ReadyFifo ready(tmp_.file("ready"));
