@@ -54,7 +54,12 @@ function(gpool_add_test name)
     GPOOL_SOURCE_DIR="${PROJECT_SOURCE_DIR}" GPOOL_BINARY_DIR="${PROJECT_BINARY_DIR}")
   set(props ENVIRONMENT "GPOOL_SANITIZED=$<BOOL:${GPOOL_SANITIZED}>")
   if(ARG_LABELS)
-    list(APPEND props LABELS "${ARG_LABELS}")
+    # gtest_discover_tests flattens its PROPERTIES through a generated script several times, so
+    # a CMake list of labels loses all but the first. Several labels are therefore joined into
+    # one ("no_sanitizer,slow"); ctest's -L/-LE take regular expressions, so `-L slow` and
+    # `-LE "no_sanitizer|slow"` still match it.
+    string(REPLACE ";" "," labels_joined "${ARG_LABELS}")
+    list(APPEND props LABELS "${labels_joined}")
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
 endfunction()
