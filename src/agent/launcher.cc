@@ -204,16 +204,21 @@ Result<TaskInfo> Launcher::info(const std::string& name) {
   return refresh(name);
 }
 
-Result<std::vector<TaskInfo>> Launcher::adoptAll() {
-  std::vector<TaskInfo> tasks;
-  std::error_code ec;
-  if (!std::filesystem::exists(options_.state_root, ec)) return tasks;
+Result<std::vector<std::string>> Launcher::taskNames() const {
   std::vector<std::string> names;
+  std::error_code ec;
+  if (!std::filesystem::exists(options_.state_root, ec)) return names;
   for (const auto& entry : std::filesystem::directory_iterator(options_.state_root, ec)) {
     if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
   }
   if (ec) return Status::ioError("cannot list " + options_.state_root + ": " + ec.message());
   std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<std::vector<TaskInfo>> Launcher::adoptAll() {
+  std::vector<TaskInfo> tasks;
+  GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> names, taskNames());
   for (const std::string& name : names) {
     GPOOL_ASSIGN_OR_RETURN(TaskInfo info, refresh(name));
     if (info.status.state == TaskState::kStarting && info.status.supervisor_pid == 0) {
@@ -295,6 +300,29 @@ Status Launcher::adoptProcess(const std::string& name, pid_t pid) {
   TaskCgroup cg = TaskCgroup::open(layout, options_.supervisor.cgroup_parent, name);
   return cg.addProcess(pid).withContext("adopting process " + std::to_string(pid) + " into task " +
                                         name);
+}
+
+Result<std::string> Launcher::adoptIntoUsersTask(const std::string& user, pid_t pid) {
+  GPOOL_ASSIGN_OR_RETURN(std::vector<std::string> names, taskNames());
+  std::vector<TaskInfo> tasks;
+  for (const std::string& name : names) {
+    auto info = refresh(name);
+    if (info.ok()) tasks.push_back(std::move(*info));
+  }
+  const TaskInfo* best = nullptr;
+  for (const TaskInfo& t : tasks) {
+    if (t.status.state != TaskState::kRunning || !t.supervisor_alive) continue;
+    auto text = readFile(t.dir + "/user.json");
+    if (!text.ok()) continue;
+    auto owner = unixUserFromJson(*text);
+    if (!owner.ok() || owner->name != user) continue;
+    if (best == nullptr || t.status.started_at_us > best->status.started_at_us) best = &t;
+  }
+  if (best == nullptr) {
+    return Status::notFound("user '" + user + "' has no running task on this server");
+  }
+  GPOOL_RETURN_IF_ERROR(adoptProcess(best->name, pid));
+  return best->name;
 }
 
 Result<std::map<std::string, std::string>> Launcher::taskEnvironment(const std::string& name) {

@@ -72,6 +72,10 @@ class Launcher {
   // Interactive allocations (as pam_slurm_adopt): moves process `pid` into the running task's
   // cgroup, so that it shares the task's CPU, RAM and device limits.
   Status adoptProcess(const std::string& name, pid_t pid);
+  // The logic of pam_slurm_adopt for an SSH login of `user`: adopts `pid` into the user's
+  // running task that started last and returns its name. NotFound when the user has no running
+  // task on this server (the PAM module would then deny the login).
+  Result<std::string> adoptIntoUsersTask(const std::string& user, pid_t pid);
   // The environment the running task was started with (for a shell entering the allocation).
   Result<std::map<std::string, std::string>> taskEnvironment(const std::string& name);
   // Starts `argv` inside the running task: in its cgroup, as its user, with its environment,
@@ -85,6 +89,8 @@ class Launcher {
 
  private:
   Result<TaskStatus> readStatus(const std::string& name);
+  // The names of the task directories, sorted.
+  Result<std::vector<std::string>> taskNames() const;
   // The task's user from the passwd database, checked against the launch and the root policy.
   Result<UnixUser> resolveUser(const TaskLaunch& launch) const;
   Result<TaskInfo> refresh(const std::string& name);

@@ -413,10 +413,26 @@ TEST_F(LauncherTest, InteractiveProcessesJoinTheRunningTask) {
   EXPECT_TRUE(contains(text, parent_ + "/inter.0")) << text;
   EXPECT_TRUE(contains(text, "env GPOOL_JOB_ID=inter\n")) << text;
 
+  // An SSH login of the task's user lands in its allocation; another user's is refused.
+  pid_t login = ::fork();
+  if (login == 0) {
+    for (;;)
+      ::pause();
+  }
+  auto adopted = launcher_->adoptIntoUsersTask(testing::kAlice, login);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().toString();
+  EXPECT_EQ(*adopted, "inter.0");
+  EXPECT_TRUE(contains(testing::readOr("/proc/" + std::to_string(login) + "/cgroup"),
+                       parent_ + "/inter.0"));
+  EXPECT_EQ(launcher_->adoptIntoUsersTask("gpool-nobody-else", login).status().code(),
+            StatusCode::kNotFound);
+
   // Ending the allocation ends the adopted session too.
   ASSERT_TRUE(launcher_->stop("inter.0", StopReason::kCancel, 0).isOk());
   EXPECT_EQ(waitEnd("inter.0").state, TaskState::kCancelled);
   ASSERT_EQ(::waitpid(session, &ws, 0), session);
+  EXPECT_TRUE(WIFSIGNALED(ws));
+  ASSERT_EQ(::waitpid(login, &ws, 0), login);
   EXPECT_TRUE(WIFSIGNALED(ws));
   EXPECT_EQ(launcher_->adoptProcess("inter.0", ::getpid()).code(), StatusCode::kFailedPrecondition);
 }
