@@ -54,8 +54,8 @@ struct FgdWorkload {
 
 // Share of tasks (percent) the typical shapes must cover. The published code defaults to 95,
 // but only covering every shape (100: multi-GPU shapes included) reproduces the published FGD
-// numbers (3 seeds at 100% load: 94.99% with 100, 89.6% with 95; published 95.23%); see
-// docs/scheduler-placement.md.
+// numbers (FGD at 100% load, seeds 42..51: 94.97% with 100, 89.66% with 95; published
+// 95.23%); see docs/scheduler-placement.md.
 inline constexpr double kTypicalCoverage = 100;
 
 // Loads a pod list and derives its fragmentation model (typical shapes, CPU pods included).
