@@ -12,6 +12,9 @@
 // What the scheduler gave a job: per task, a node and a set of GPU slices. The interposer
 // enforces each slice's memory and compute share; an exclusive slice is a whole GPU without
 // the interposer ("passthrough").
+//
+// Thread-safety: plain values without shared state; every function here is re-entrant and may
+// be called from any thread on objects no other thread is writing.
 namespace gpool::api {
 
 // A share of one physical GPU held by one task.

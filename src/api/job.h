@@ -16,6 +16,9 @@
 
 // A submitted job and its life cycle. The legal state changes live in one table in job.cc;
 // `checkJobTransition` and `applyJobTransition` are the only ways to change a job's state.
+//
+// Thread-safety: plain values without shared state; every function here is re-entrant and may
+// be called from any thread on objects no other thread is writing.
 namespace gpool::api {
 
 // Slurm's job states, with their short codes.

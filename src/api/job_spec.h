@@ -16,6 +16,9 @@
 // What a user submits: the command, its environment, the resources of each task, where it may
 // run, and how it relates to other jobs. The JSON form is the body of a submit request (root
 // path "job"); docs/model.md has the scheme and examples.
+//
+// Thread-safety: plain values without shared state; every function here is re-entrant and may
+// be called from any thread on objects no other thread is writing.
 namespace gpool::api {
 
 inline constexpr uint32_t kMaxTasksPerJob = 4096;

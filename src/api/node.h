@@ -21,6 +21,9 @@
 // argument is the root, e.g. "node" or "register.gpus[3]") and accepts only what `toJson`
 // could have written, plus the shorthand forms of quantities. `toJson` output is canonical:
 // `fromJson(toJson(x)) == x` for every valid x.
+//
+// Thread-safety: plain values without shared state; every function here is re-entrant and may
+// be called from any thread on objects no other thread is writing.
 namespace gpool::api {
 
 // A CUDA compute capability such as 8.0 or 9.0. Ordered, so constraints can compare.

@@ -12,6 +12,9 @@
 #include "common/status.h"
 
 // Who may use the pool and how much: users, groups, their quotas, and QoS levels.
+//
+// Thread-safety: plain values without shared state; every function here is re-entrant and may
+// be called from any thread on objects no other thread is writing.
 namespace gpool::api {
 
 // What a user may do beyond their own jobs.
