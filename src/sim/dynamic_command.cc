@@ -211,9 +211,10 @@ void registerDynamicCommand(CLI::App& sim) {
   cmd->add_option("--trace", a->trace,
                   "Trace file (default: bundled pollux-osdi21/philly.csv or "
                   "alibaba-gpu-v2023/openb_pod_list_default.csv)");
-  cmd->add_option("--nodes", a->nodes,
-                  "Cluster: NxG[:MODEL[:MEM_GIB]][,...] such as 64x8, or an openb node list CSV "
-                  "(default: 64x8 for philly, the openb GPU node list for openb)");
+  cmd->add_option(
+      "--nodes", a->nodes,
+      "Cluster: NxG[:MODEL[:MEM_GIB[:CORES]]][,...] such as 64x8, or an openb node list CSV "
+      "(default: 64x8 for philly, the openb GPU node list for openb)");
   cmd->add_option("--policy", a->policy,
                   "Queue policy: fifo, sjf, las, fairshare, a comma list, "
                   "or all")

@@ -328,12 +328,15 @@ Result<DynamicResult> runDynamic(const std::vector<DynJob>& jobs,
   };
 
   const int64_t kInf = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kPeriodicEvery = 5;
   size_t reported = 0;
   while (true) {
     int64_t next_arrival_t = next_arrival < jobs.size() ? jobs[next_arrival].submit_s : kInf;
     int64_t next_event_t = events.empty() ? kInf : events.top().t;
+    // Without news, passes that may only preempt run every kPeriodicEvery intervals.
+    int64_t gap = dirty ? opt.interval_s : opt.interval_s * kPeriodicEvery;
     bool want_pass = dirty || (periodic && pending > 0 && running > 0);
-    int64_t next_pass_t = want_pass ? std::max(t, last_pass + opt.interval_s) : kInf;
+    int64_t next_pass_t = want_pass ? std::max(t, last_pass + gap) : kInf;
     int64_t tn = std::min({next_arrival_t, next_event_t, next_pass_t});
     if (tn == kInf) break;
     advance(tn);
@@ -366,7 +369,9 @@ Result<DynamicResult> runDynamic(const std::vector<DynJob>& jobs,
       }
       dirty = true;
     }
-    if ((dirty || (periodic && pending > 0 && running > 0)) && t >= last_pass + opt.interval_s) {
+    if ((dirty && t >= last_pass + opt.interval_s) ||
+        (periodic && pending > 0 && running > 0 &&
+         t >= last_pass + opt.interval_s * kPeriodicEvery)) {
       bool progress = runPass();
       last_pass = t;
       dirty = false;

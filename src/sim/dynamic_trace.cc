@@ -202,7 +202,7 @@ Result<sched::ClusterState> buildDynamicCluster(const std::string& spec) {
     std::stringstream ss(spec);
     std::string part;
     while (std::getline(ss, part, ',')) {
-      uint32_t count = 0, gpus = 0, mem_gib = 32;
+      uint32_t count = 0, gpus = 0, mem_gib = 32, cores = 64;
       std::string model = "V100";
       auto colon = part.find(':');
       std::string dims = part.substr(0, colon);
@@ -211,17 +211,23 @@ Result<sched::ClusterState> buildDynamicCluster(const std::string& spec) {
           !parseNumber(dims.substr(x + 1), &gpus) || count == 0 || gpus == 0) {
         return Status::invalidArgument(
             "bad node group '" + part +
-            "': expected NxG[:MODEL[:MEM_GIB]], e.g. 8x8 or 4x8:A100:80");
+            "': expected NxG[:MODEL[:MEM_GIB[:CORES]]], e.g. 8x8 or 4x8:A100:80");
       }
       if (colon != std::string::npos) {
         std::string rest = part.substr(colon + 1);
         auto c2 = rest.find(':');
         model = rest.substr(0, c2);
-        if (c2 != std::string::npos && !parseNumber(rest.substr(c2 + 1), &mem_gib)) {
-          return Status::invalidArgument("bad GPU memory in '" + part + "'");
+        if (c2 != std::string::npos) {
+          std::string tail = rest.substr(c2 + 1);
+          auto c3 = tail.find(':');
+          if (!parseNumber(tail.substr(0, c3), &mem_gib) ||
+              (c3 != std::string::npos && !parseNumber(tail.substr(c3 + 1), &cores))) {
+            return Status::invalidArgument("bad GPU memory or cores in '" + part + "'");
+          }
         }
       }
-      addNodes(count, gpus, model, uint64_t{mem_gib} * 1024, 64000, 512 * 1024, "n");
+      addNodes(count, gpus, model, uint64_t{mem_gib} * 1024, uint64_t{cores} * 1000,
+               uint64_t{cores} * 8 * 1024, "n");
     }
   }
   if (cluster.size() == 0) return Status::invalidArgument("no GPU servers in '" + spec + "'");

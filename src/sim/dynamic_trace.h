@@ -47,10 +47,10 @@ Result<std::vector<DynJob>> readOpenbJobs(const std::string& path, const TraceFi
 // Parses "2017-10-09 07:01:55" as seconds since the Unix epoch (the clock is taken as UTC).
 Result<int64_t> parseTimestamp(const std::string& text);
 
-// A cluster from a spec: comma-separated groups "NxG[:MODEL[:MEM_GIB]]" (N servers of G GPUs,
-// default model V100 with 32 GiB; each server 64 cores and 512 GiB RAM), e.g. "8x8" or
-// "4x8:A100:80,8x4:T4:16"; or the path of an openb node list CSV (sn,cpu_milli,memory_mib,gpu,
-// model). GPU nodes only.
+// A cluster from a spec: comma-separated groups "NxG[:MODEL[:MEM_GIB[:CORES]]]" (N servers of G
+// GPUs, default model V100 with 32 GiB; each server 64 cores and 8 GiB RAM per core), e.g. "8x8"
+// or "4x8:A100:80,8x4:T4:16:32"; or the path of an openb node list CSV
+// (sn,cpu_milli,memory_mib,gpu, model). GPU nodes only.
 Result<sched::ClusterState> buildDynamicCluster(const std::string& spec);
 
 }  // namespace gpool::sim
