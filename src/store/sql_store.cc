@@ -1288,15 +1288,16 @@ Result<std::vector<TelemetrySample>> SqlStore::gpuTelemetry(const std::string& g
   return out;
 }
 
-Result<std::vector<TelemetrySample>> SqlStore::jobTelemetry(int64_t job_id, TimePoint from,
-                                                            TimePoint to) {
+Result<std::vector<TelemetrySample>> SqlStore::jobTelemetry(int64_t job_id,
+                                                            TelemetryResolution resolution,
+                                                            TimePoint from, TimePoint to) {
   std::vector<TelemetrySample> out;
   Status txn_status = transact(false, [&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(
         auto rows, tx.query("SELECT gpu_uuid, job_id, time, util, memory_used, temperature, power "
-                            "FROM telemetry WHERE job_id = $1 AND resolution = 0 AND time >= $2 "
-                            "AND time < $3 ORDER BY time, gpu_uuid",
-                            {job_id, micros(from), micros(to)}));
+                            "FROM telemetry WHERE job_id = $1 AND resolution = $2 AND time >= $3 "
+                            "AND time < $4 ORDER BY time, gpu_uuid",
+                            {job_id, resolutionCode(resolution), micros(from), micros(to)}));
     out.clear();
     for (const auto& r : rows)
       out.push_back(sampleFromRow(r));

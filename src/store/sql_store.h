@@ -133,8 +133,8 @@ class SqlStore : public Store {
   Result<std::vector<TelemetrySample>> gpuTelemetry(const std::string& gpu_uuid,
                                                     TelemetryResolution resolution, TimePoint from,
                                                     TimePoint to) override;
-  Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id, TimePoint from,
-                                                    TimePoint to) override;
+  Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id, TelemetryResolution resolution,
+                                                    TimePoint from, TimePoint to) override;
   Status pruneTelemetry(TimePoint now, const TelemetryRetention& retention) override;
   void failStatementForTest(int n) override { fail_countdown_.store(n); }
 

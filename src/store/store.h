@@ -317,9 +317,11 @@ class Store {
   virtual Result<std::vector<TelemetrySample>> gpuTelemetry(const std::string& gpu_uuid,
                                                             TelemetryResolution resolution,
                                                             TimePoint from, TimePoint to) = 0;
-  // Raw samples of one job (all GPUs) in [from, to), ascending time.
-  virtual Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id, TimePoint from,
-                                                            TimePoint to) = 0;
+  // Samples of one job (all its GPUs) in [from, to) at `resolution`, ascending time, then GPU.
+  // Averages count only buckets in which the job held the GPU alone.
+  virtual Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id,
+                                                            TelemetryResolution resolution,
+                                                            TimePoint from, TimePoint to) = 0;
   // Downsamples and bounds the history: raw samples older than `retention.raw` are folded
   // into 5-minute averages, those older than `retention.five_minutes` into hourly ones, and
   // hourly ones older than `retention.hourly` are deleted. One transaction; idempotent.

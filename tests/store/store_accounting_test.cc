@@ -107,9 +107,16 @@ TEST_P(AccountingTest, TelemetryIsDownsampledAndBounded) {
   EXPECT_FALSE(mixed->at(0).job_id.has_value());
   EXPECT_DOUBLE_EQ(mixed->at(0).util_percent, 20);
 
-  auto job8 = store().jobTelemetry(8, kBase, minutesAfter(1000));
+  auto job8 = store().jobTelemetry(8, TelemetryResolution::kRaw, kBase, minutesAfter(1000));
   ASSERT_TRUE(job8.ok());
   EXPECT_EQ(job8->size(), 60u);
+  auto job7 = store().jobTelemetry(7, TelemetryResolution::kFiveMinutes, kBase, minutesAfter(1000));
+  ASSERT_TRUE(job7.ok());
+  EXPECT_EQ(job7->size(), 12u);
+  // Job 1 shared its only bucket with job 2, so it has no averages of its own.
+  EXPECT_TRUE(store()
+                  .jobTelemetry(1, TelemetryResolution::kFiveMinutes, kBase, minutesAfter(1000))
+                  ->empty());
 
   // A day and more later everything is hourly: hour 0 held job 7 (util 0..59), hour 1 job 8.
   ASSERT_TRUE(store().pruneTelemetry(minutesAfter(30 * 60), retention).isOk());
