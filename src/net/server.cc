@@ -1,0 +1,877 @@
+#include "net/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gpool::net {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace ssl = asio::ssl;
+using boost::system::error_code;
+using Executor = asio::any_io_executor;
+using Tcp = asio::ip::tcp;
+using Local = asio::local::stream_protocol;
+using TcpStream = beast::tcp_stream;
+using UnixStream = beast::basic_stream<Local, Executor, beast::unlimited_rate_policy>;
+using TlsStream = beast::ssl_stream<TcpStream>;
+
+constexpr auto kAwait = asio::use_awaitable;
+
+auto awaitEc(error_code& ec) {
+  return asio::redirect_error(kAwait, ec);
+}
+
+// Errors after which a request could not be parsed; all get a 400 except the limits.
+bool isParseError(const error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_version).category() &&
+         ec != http::error::end_of_stream && ec != http::error::partial_message;
+}
+
+bool isTlsStream(const TlsStream*) {
+  return true;
+}
+bool isTlsStream(const UnixStream*) {
+  return false;
+}
+
+}  // namespace
+
+// Per-connection control shared between the connection's coroutine (on its strand) and `stop`.
+// Every field except `executor` is touched only on the connection's strand.
+struct SessionControl {
+  Executor executor;
+  bool idle = false;  // waiting for the next request on a keep-alive connection
+  // Asks the connection to end: when idle (or `force`), at once; otherwise after the request in
+  // progress.
+  std::function<void(bool force)> on_stop;
+};
+
+class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
+ public:
+  Impl(ServerOptions options, Router router)
+      : options_(std::move(options)), router_(std::move(router)) {
+    start_seconds_ = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                               std::chrono::system_clock::now().time_since_epoch())
+                                               .count());
+  }
+
+  ~Impl() { stop(); }
+
+  Status start();
+  void stop();
+
+  template <class Stream>
+  asio::awaitable<void> runHttpSession(std::shared_ptr<SessionControl> ctl, Stream stream,
+                                       PeerIdentity peer);
+  template <class Stream>
+  asio::awaitable<void> runWebSocket(std::shared_ptr<SessionControl> ctl, Stream stream,
+                                     http::request<http::string_body> upgrade, Request req,
+                                     const Router::Route* route);
+  asio::awaitable<void> acceptUnix();
+  asio::awaitable<void> acceptTcp();
+  asio::awaitable<void> runTlsConnection(Tcp::socket socket);
+
+  // Builds our Request from Beast's, authenticates it and runs the route. Never throws.
+  Response dispatch(Request& req, const Router::Match& match, bool tls);
+  Status authenticate(Request& req, bool tls, const Router::Route* route);
+  std::string nextRequestId() {
+    uint64_t n = request_counter_.fetch_add(1) + 1;
+    return fmt::format("{:x}-{}", start_seconds_, n);
+  }
+
+  // Counts the connection as open for its lifetime (RAII inside the coroutine frame).
+  struct SessionGuard {
+    Impl* impl;
+    std::shared_ptr<SessionControl> ctl;
+    ~SessionGuard() {
+      ctl->on_stop = nullptr;
+      impl->unregisterSession(ctl.get());
+    }
+  };
+
+  Status startListeners();
+
+  std::shared_ptr<SessionControl> registerSession(Executor ex) {
+    auto ctl = std::make_shared<SessionControl>();
+    ctl->executor = ex;
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    sessions_[ctl.get()] = ctl;
+    return ctl;
+  }
+  void unregisterSession(SessionControl* ctl) {
+    std::lock_guard<std::mutex> lock(sessions_mu_);
+    sessions_.erase(ctl);
+    sessions_cv_.notify_all();
+  }
+
+  ServerOptions options_;
+  Router router_;
+  uint64_t start_seconds_ = 0;
+  std::atomic<uint64_t> request_counter_{0};
+  std::atomic<uint64_t> requests_served_{0};
+  std::atomic<uint64_t> handler_exceptions_{0};
+  std::atomic<uint64_t> ws_counter_{0};
+  std::atomic<bool> stopping_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+  int tcp_port_ = -1;
+
+  std::mutex sessions_mu_;
+  std::condition_variable sessions_cv_;
+  std::map<SessionControl*, std::shared_ptr<SessionControl>> sessions_;  // GUARDED_BY
+
+  std::unique_ptr<ssl::context> ssl_ctx_;
+  std::vector<std::thread> threads_;
+  // Declared last so that it is destroyed first: destroying it destroys suspended connection
+  // coroutines, whose cleanup still touches the members above.
+  asio::io_context ioc_;
+  asio::strand<asio::io_context::executor_type> accept_strand_{asio::make_strand(ioc_)};
+  std::unique_ptr<Local::acceptor> unix_acceptor_;
+  std::unique_ptr<Tcp::acceptor> tcp_acceptor_;
+};
+
+namespace {
+
+void fillRequest(const http::request<http::string_body>& msg, Request* req) {
+  req->method_name = std::string(msg.method_string());
+  req->method = methodFromName(req->method_name);
+  req->target = std::string(msg.target());
+  for (const auto& field : msg) {
+    std::string name(field.name_string());
+    for (char& c : name)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    auto [it, inserted] = req->headers.emplace(name, std::string(field.value()));
+    if (!inserted) {
+      it->second += ", ";
+      it->second += std::string(field.value());
+    }
+  }
+}
+
+http::response<http::string_body> toBeast(Response resp, unsigned version, bool keep_alive,
+                                          const std::string& request_id) {
+  http::response<http::string_body> res{static_cast<http::status>(resp.status), version};
+  for (auto& [k, v] : resp.headers)
+    res.set(k, v);
+  if (!resp.body.empty() && res.find(http::field::content_type) == res.end()) {
+    res.set(http::field::content_type, "application/json");
+  }
+  res.set(http::field::server, "gpoold");
+  if (!request_id.empty()) res.set("X-Request-Id", request_id);
+  res.body() = std::move(resp.body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+// Reads and discards what the client still sends (up to a deadline and a byte cap) after an
+// error response, so that closing the socket does not reset the connection before the client
+// has read that response (e.g. a 413 while it is still sending its body).
+template <class Stream>
+asio::awaitable<void> drainInput(Stream& stream, std::chrono::milliseconds limit) {
+  beast::get_lowest_layer(stream).expires_after(limit);
+  std::vector<char> sink(64 << 10);
+  size_t total = 0;
+  error_code ec;
+  while (total < (256u << 20)) {
+    size_t n = co_await stream.async_read_some(asio::buffer(sink), awaitEc(ec));
+    if (ec) break;
+    total += n;
+  }
+}
+
+template <class Stream>
+asio::awaitable<void> closeStream(Stream& stream, std::chrono::milliseconds limit) {
+  error_code ec;
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    beast::get_lowest_layer(stream).expires_after(limit);
+    co_await stream.async_shutdown(awaitEc(ec));
+  }
+  beast::get_lowest_layer(stream).socket().shutdown(asio::socket_base::shutdown_both, ec);
+  beast::get_lowest_layer(stream).close();
+}
+
+}  // namespace
+
+Status Server::Impl::authenticate(Request& req, bool tls, const Router::Route* route) {
+  if (!tls) return Status::ok();  // Unix peers: the kernel already told us who they are.
+  auto auth = req.header("authorization");
+  if (auth) {
+    GPOOL_ASSIGN_OR_RETURN(std::string token, bearerTokenFromHeader(*auth));
+    Result<TokenIdentity> id = options_.token_verifier->verify(token);
+    if (!id.ok()) return id.status();
+    req.peer.kind = PeerIdentity::Kind::kToken;
+    req.peer.user = id->user;
+    req.peer.token_id = id->token_id;
+    req.peer.roles = id->roles;
+    return Status::ok();
+  }
+  if (route != nullptr && !route->options.allow_anonymous) {
+    return Status::unauthenticated("missing 'Authorization: Bearer <token>' header");
+  }
+  return Status::ok();
+}
+
+Response Server::Impl::dispatch(Request& req, const Router::Match& match, bool tls) {
+  const Router::Route* route = match.kind == Router::Match::Kind::kFound ? match.route : nullptr;
+  Status auth = authenticate(req, tls, route);
+  if (!auth.isOk()) {
+    Response r = Response::error(auth);
+    r.setHeader("WWW-Authenticate", "Bearer");
+    return r;
+  }
+  if (match.kind == Router::Match::Kind::kNotFound) {
+    return Response::error(404, "not_found", "no route for " + req.path);
+  }
+  if (match.kind == Router::Match::Kind::kMethodNotAllowed) {
+    Response r = Response::error(405, "method_not_allowed",
+                                 "method " + req.method_name + " is not allowed on " + req.path +
+                                     " (allowed: " + match.allow + ")");
+    r.setHeader("Allow", match.allow);
+    return r;
+  }
+  req.path_params = match.params;
+  try {
+    return route->handler(req);
+  } catch (const std::exception& e) {
+    handler_exceptions_.fetch_add(1);
+    spdlog::error("request {} {} {} (user '{}'): handler threw: {}", req.request_id,
+                  req.method_name, req.path, req.peer.user, e.what());
+  } catch (...) {
+    handler_exceptions_.fetch_add(1);
+    spdlog::error("request {} {} {} (user '{}'): handler threw a non-standard exception",
+                  req.request_id, req.method_name, req.path, req.peer.user);
+  }
+  return Response::error(
+      500, "internal",
+      "internal error; the server log has details under request id " + req.request_id);
+}
+
+template <class Stream>
+asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionControl> ctl,
+                                                   Stream stream, PeerIdentity peer) {
+  SessionGuard guard{this, ctl};
+  const bool tls = isTlsStream(static_cast<Stream*>(nullptr));
+  ctl->on_stop = [&stream, ctl_raw = ctl.get()](bool force) {
+    if (ctl_raw->idle || force) beast::get_lowest_layer(stream).cancel();
+  };
+  beast::flat_buffer buffer;
+  bool close_gracefully = true;
+  try {
+    for (;;) {
+      if (stopping_.load()) break;
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
+      parser.body_limit(options_.max_body_bytes);
+      error_code ec;
+      beast::get_lowest_layer(stream).expires_after(buffer.size() == 0 ? options_.idle_timeout
+                                                                       : options_.read_timeout);
+      ctl->idle = buffer.size() == 0;
+      co_await http::async_read_header(stream, buffer, parser, awaitEc(ec));
+      ctl->idle = false;
+      if (!ec && !parser.is_done()) {
+        beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
+        co_await http::async_read(stream, buffer, parser, awaitEc(ec));
+      }
+      std::optional<Response> early;
+      if (ec == http::error::body_limit) {
+        early = Response::error(413, "payload_too_large",
+                                fmt::format("request body is larger than the limit of {} bytes",
+                                            options_.max_body_bytes));
+      } else if (ec == http::error::header_limit) {
+        early = Response::error(431, "headers_too_large",
+                                fmt::format("request headers are larger than the limit of {} bytes",
+                                            options_.max_header_bytes));
+      } else if (ec && isParseError(ec)) {
+        early = Response::error(400, "invalid_argument", "malformed HTTP request: " + ec.message());
+      } else if (ec) {
+        // EOF, timeout, reset or shutdown: nothing to answer.
+        close_gracefully = false;
+        break;
+      }
+      if (early) {
+        auto res = toBeast(std::move(*early), 11, false, nextRequestId());
+        beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
+        co_await http::async_write(stream, res, awaitEc(ec));
+        if (!ec) {
+          // Half-close first where the stream allows it, so that a client waiting for the end
+          // of the response sees EOF at once and closes its side.
+          if constexpr (std::is_same_v<Stream, UnixStream>) {
+            beast::get_lowest_layer(stream).socket().shutdown(asio::socket_base::shutdown_send, ec);
+          }
+          co_await drainInput(stream, std::chrono::milliseconds(1000));
+        }
+        close_gracefully = false;
+        break;
+      }
+
+      http::request<http::string_body> msg = parser.release();
+      Request req;
+      req.peer = peer;
+      req.request_id = nextRequestId();
+      fillRequest(msg, &req);
+      Status target_ok = parseTarget(req.target, &req.path, &req.query);
+      const bool upgrade = websocket::is_upgrade(msg);
+      Response resp;
+      Router::Match match;
+      if (!target_ok.isOk()) {
+        resp = Response::error(target_ok);
+      } else {
+        match = router_.match(req.method, req.path, upgrade);
+        if (upgrade && match.kind == Router::Match::Kind::kFound) {
+          Status auth = authenticate(req, tls, match.route);
+          if (auth.isOk() && match.route->websocket.accept) {
+            try {
+              auth = match.route->websocket.accept(req);
+            } catch (const std::exception& e) {
+              auth = Status::internal(std::string("WebSocket accept callback threw: ") + e.what());
+            }
+          }
+          if (auth.isOk()) {
+            req.path_params = match.params;
+            requests_served_.fetch_add(1);
+            co_await runWebSocket(ctl, std::move(stream), std::move(msg), std::move(req),
+                                  match.route);
+            co_return;
+          }
+          resp = Response::error(auth);
+          if (auth.code() == StatusCode::kUnauthenticated) {
+            resp.setHeader("WWW-Authenticate", "Bearer");
+          }
+        } else {
+          req.body = std::move(msg.body());
+          resp = dispatch(req, match, tls);
+        }
+      }
+      const bool keep_alive = msg.keep_alive() && !stopping_.load();
+      auto res = toBeast(std::move(resp), msg.version(), keep_alive, req.request_id);
+      beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
+      co_await http::async_write(stream, res, awaitEc(ec));
+      requests_served_.fetch_add(1);
+      if (ec) {
+        close_gracefully = false;
+        break;
+      }
+      if (!keep_alive) break;
+    }
+    if (close_gracefully) co_await closeStream(stream, std::chrono::milliseconds(1000));
+  } catch (const std::exception& e) {
+    spdlog::warn("connection of '{}' ended by an error: {}", peer.user, e.what());
+  }
+  error_code ignored;
+  beast::get_lowest_layer(stream).socket().close(ignored);
+}
+
+namespace {
+
+// The server side of one WebSocket connection. See WebSocketConnection for the contract.
+template <class Stream>
+class WsConnection final : public WebSocketConnection,
+                           public std::enable_shared_from_this<WsConnection<Stream>> {
+ public:
+  WsConnection(Stream&& stream, Request request, uint64_t id, const ServerOptions& options)
+      : ws_(std::move(stream)),
+        request_(std::move(request)),
+        id_(id),
+        options_(options),
+        signal_(ws_.get_executor()),
+        kill_timer_(ws_.get_executor()),
+        done_timer_(ws_.get_executor()) {}
+
+  // WebSocketConnection
+  bool send(std::string message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_) return false;
+    if (queue_.size() >= options_.ws_max_queued_messages) {
+      beginCloseLocked(kClosePolicy,
+                       fmt::format("slow consumer: {} messages queued", queue_.size()), true);
+      return false;
+    }
+    queue_.push_back(std::move(message));
+    wake();
+    return true;
+  }
+  void close(uint16_t code, std::string reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_) return;
+    beginCloseLocked(code, std::move(reason), false);
+  }
+  const Request& request() const override { return request_; }
+  uint64_t id() const override { return id_; }
+  size_t queuedMessages() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return queue_.size();
+  }
+
+  // REQUIRES: mu_ is held.
+  void beginCloseLocked(uint16_t code, std::string reason, bool drop) {
+    closing_ = true;
+    close_code_ = code;
+    close_reason_ = std::move(reason);
+    if (drop) {
+      queue_.clear();  // a dropped client gets no more data, only the close frame
+      dropped_ = true;
+    }
+    auto self = this->shared_from_this();
+    asio::post(ws_.get_executor(), [self] {
+      self->signal_.cancel();
+      // A write may be blocked on a client that reads nothing: cut the socket if the close
+      // handshake does not finish in time.
+      self->kill_timer_.expires_after(self->options_.ws_close_timeout);
+      self->kill_timer_.async_wait([self](error_code ec) {
+        if (!ec) beast::get_lowest_layer(self->ws_).close();
+      });
+    });
+  }
+
+  void wake() {
+    auto self = this->shared_from_this();
+    asio::post(ws_.get_executor(), [self] { self->signal_.cancel(); });
+  }
+
+  asio::awaitable<void> writer() {
+    auto self = this->shared_from_this();
+    error_code ec;
+    bool write_failed = false;
+    for (;;) {
+      std::deque<std::string> batch;
+      bool closing;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        batch.swap(queue_);
+        closing = closing_;
+      }
+      if (batch.empty()) {
+        if (closing || read_done_) break;
+        signal_.expires_at(asio::steady_timer::time_point::max());
+        co_await signal_.async_wait(awaitEc(ec));
+        continue;
+      }
+      for (std::string& m : batch) {
+        co_await ws_.async_write(asio::buffer(m), awaitEc(ec));
+        if (ec) {
+          write_failed = true;
+          break;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        if (dropped_) break;
+      }
+      if (write_failed) break;
+    }
+    if (!write_failed && !read_done_) {
+      uint16_t code;
+      std::string reason;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        code = close_code_;
+        reason = close_reason_;
+      }
+      // Close reasons are limited to 123 bytes by the protocol.
+      if (reason.size() > 120) reason.resize(120);
+      co_await ws_.async_close(
+          websocket::close_reason(static_cast<websocket::close_code>(code), reason), awaitEc(ec));
+    }
+    writer_done_ = true;
+    done_timer_.cancel();
+  }
+
+  asio::awaitable<void> run(const WebSocketHandler& handler) {
+    auto self = this->shared_from_this();
+    auto safe_call = [&](auto&& fn) {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        spdlog::error("WebSocket {} on {}: handler threw: {}", id_, request_.path, e.what());
+        close(kCloseInternal, "internal error");
+      } catch (...) {
+        spdlog::error("WebSocket {} on {}: handler threw", id_, request_.path);
+        close(kCloseInternal, "internal error");
+      }
+    };
+    if (handler.on_open) safe_call([&] { handler.on_open(self); });
+    asio::co_spawn(ws_.get_executor(), writer(), asio::detached);
+    beast::flat_buffer buf;
+    error_code ec;
+    for (;;) {
+      co_await ws_.async_read(buf, awaitEc(ec));
+      if (ec) break;
+      std::string msg = beast::buffers_to_string(buf.data());
+      buf.consume(buf.size());
+      if (handler.on_message) safe_call([&] { handler.on_message(self, std::move(msg)); });
+    }
+    read_done_ = true;
+    uint16_t code;
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_) {
+        code = close_code_;
+        reason = close_reason_;
+      } else if (ec == websocket::error::closed) {
+        code = ws_.reason().code;
+        reason = std::string(ws_.reason().reason.c_str());
+      } else {
+        code = 1006;
+        reason = "connection lost: " + ec.message();
+      }
+      closing_ = true;
+    }
+    signal_.cancel();
+    if (!writer_done_) {
+      done_timer_.expires_at(asio::steady_timer::time_point::max());
+      co_await done_timer_.async_wait(awaitEc(ec));
+    }
+    kill_timer_.cancel();
+    if (handler.on_close) safe_call([&] { handler.on_close(self, code, reason); });
+    beast::get_lowest_layer(ws_).close();
+  }
+
+  websocket::stream<Stream> ws_;
+
+ private:
+  Request request_;
+  uint64_t id_;
+  const ServerOptions options_;
+  asio::steady_timer signal_;
+  asio::steady_timer kill_timer_;
+  asio::steady_timer done_timer_;
+  mutable std::mutex mu_;
+  std::deque<std::string> queue_;  // GUARDED_BY(mu_)
+  bool closing_ = false;           // GUARDED_BY(mu_)
+  bool dropped_ = false;           // GUARDED_BY(mu_)
+  uint16_t close_code_ = kCloseNormal;
+  std::string close_reason_;
+  // Strand-only state.
+  bool read_done_ = false;
+  bool writer_done_ = false;
+};
+
+}  // namespace
+
+template <class Stream>
+asio::awaitable<void> Server::Impl::runWebSocket(std::shared_ptr<SessionControl> ctl, Stream stream,
+                                                 http::request<http::string_body> upgrade,
+                                                 Request req, const Router::Route* route) {
+  beast::get_lowest_layer(stream).expires_never();
+  auto conn = std::make_shared<WsConnection<Stream>>(std::move(stream), std::move(req),
+                                                     ws_counter_.fetch_add(1) + 1, options_);
+  auto& ws = conn->ws_;
+  websocket::stream_base::timeout t{};
+  t.handshake_timeout = options_.read_timeout;
+  t.idle_timeout = options_.ws_ping_interval * 2;
+  t.keep_alive_pings = true;
+  ws.set_option(t);
+  ws.read_message_max(options_.ws_max_message_bytes);
+  ws.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& res) { res.set(http::field::server, "gpoold"); }));
+  error_code ec;
+  co_await ws.async_accept(upgrade, awaitEc(ec));
+  if (ec) co_return;
+  std::weak_ptr<WsConnection<Stream>> weak = conn;
+  ctl->on_stop = [weak](bool force) {
+    auto c = weak.lock();
+    if (!c) return;
+    if (force) {
+      beast::get_lowest_layer(c->ws_).close();
+    } else {
+      c->close(kCloseGoingAway, "server shutting down");
+    }
+  };
+  if (stopping_.load()) conn->close(kCloseGoingAway, "server shutting down");
+  co_await conn->run(route->websocket);
+}
+
+asio::awaitable<void> Server::Impl::acceptUnix() {
+  for (;;) {
+    error_code ec;
+    Executor strand = asio::make_strand(ioc_);
+    Local::socket socket(strand);
+    co_await unix_acceptor_->async_accept(socket, awaitEc(ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
+      spdlog::warn("accept on {} failed: {}", options_.unix_socket_path, ec.message());
+      asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(awaitEc(ec));
+      continue;
+    }
+    PeerIdentity peer;
+    struct ucred cred {};
+    socklen_t len = sizeof(cred);
+    if (getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      spdlog::warn("SO_PEERCRED on {} failed; dropping the connection", options_.unix_socket_path);
+      continue;
+    }
+    peer.kind = PeerIdentity::Kind::kUnixPeer;
+    peer.uid = cred.uid;
+    peer.gid = cred.gid;
+    peer.pid = cred.pid;
+    peer.user = userNameForUid(cred.uid);
+    auto ctl = registerSession(strand);
+    asio::co_spawn(strand, runHttpSession(ctl, UnixStream(std::move(socket)), std::move(peer)),
+                   asio::detached);
+  }
+}
+
+asio::awaitable<void> Server::Impl::runTlsConnection(Tcp::socket socket) {
+  auto ctl = registerSession(socket.get_executor());
+  TlsStream stream(TcpStream(std::move(socket)), *ssl_ctx_);
+  {
+    SessionGuard guard{this, ctl};
+    ctl->on_stop = [&stream](bool force) {
+      if (force) beast::get_lowest_layer(stream).cancel();
+    };
+    if (stopping_.load()) co_return;
+    error_code ec;
+    beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
+    co_await stream.async_handshake(ssl::stream_base::server, awaitEc(ec));
+    if (ec) {
+      spdlog::debug("TLS handshake failed: {}", ec.message());
+      co_return;
+    }
+    // The HTTP session registers itself again; this outer registration only covered the
+    // handshake.
+  }
+  auto ctl2 = registerSession(ctl->executor);
+  // A named argument, not a temporary: GCC 12 destroys temporaries in a co_await operand twice.
+  PeerIdentity anonymous;
+  co_await runHttpSession(ctl2, std::move(stream), std::move(anonymous));
+}
+
+asio::awaitable<void> Server::Impl::acceptTcp() {
+  for (;;) {
+    error_code ec;
+    Executor strand = asio::make_strand(ioc_);
+    Tcp::socket socket(strand);
+    co_await tcp_acceptor_->async_accept(socket, awaitEc(ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
+      spdlog::warn("accept on TCP port {} failed: {}", tcp_port_, ec.message());
+      asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(awaitEc(ec));
+      continue;
+    }
+    socket.set_option(Tcp::no_delay(true), ec);
+    asio::co_spawn(strand, runTlsConnection(std::move(socket)), asio::detached);
+  }
+}
+
+Status Server::Impl::start() {
+  if (started_ || stopped_) return Status::failedPrecondition("server already started");
+  Status s = startListeners();
+  if (!s.isOk()) {
+    // Leave nothing half-open: a failed start releases whatever it bound.
+    error_code ec;
+    if (unix_acceptor_) {
+      unix_acceptor_->close(ec);
+      unix_acceptor_.reset();
+      ::unlink(options_.unix_socket_path.c_str());
+    }
+    if (tcp_acceptor_) {
+      tcp_acceptor_->close(ec);
+      tcp_acceptor_.reset();
+    }
+    ssl_ctx_.reset();
+    return s;
+  }
+  if (unix_acceptor_) asio::co_spawn(accept_strand_, acceptUnix(), asio::detached);
+  if (tcp_acceptor_) asio::co_spawn(accept_strand_, acceptTcp(), asio::detached);
+  started_ = true;
+  for (int i = 0; i < options_.threads; ++i) {
+    threads_.emplace_back([this] {
+      for (;;) {
+        try {
+          ioc_.run();
+          return;
+        } catch (const std::exception& e) {
+          // Handlers catch their own errors; this is a last line so that one bug cannot take
+          // an I/O thread down with it.
+          spdlog::error("server I/O thread caught: {}", e.what());
+        }
+      }
+    });
+  }
+  return Status::ok();
+}
+
+Status Server::Impl::startListeners() {
+  if (options_.unix_socket_path.empty() && options_.tcp_port < 0) {
+    return Status::invalidArgument("server has no listener: set unix_socket_path or tcp_port");
+  }
+  if (options_.threads < 1) return Status::invalidArgument("server threads must be >= 1");
+  error_code ec;
+  if (!options_.unix_socket_path.empty()) {
+    const std::string& path = options_.unix_socket_path;
+    if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return Status::invalidArgument("Unix socket path '" + path + "' is too long");
+    }
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode)) {
+        return Status::ioError("'" + path + "' exists and is not a socket");
+      }
+      Local::socket probe(ioc_);
+      probe.connect(Local::endpoint(path), ec);
+      if (!ec) return Status::ioError("Unix socket '" + path + "' is in use by a live server");
+      ::unlink(path.c_str());  // stale socket of a dead server
+    }
+    unix_acceptor_ = std::make_unique<Local::acceptor>(accept_strand_);
+    unix_acceptor_->open(Local(), ec);
+    if (!ec) unix_acceptor_->bind(Local::endpoint(path), ec);
+    if (!ec) unix_acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      unix_acceptor_.reset();
+      return Status::ioError("cannot listen on Unix socket '" + path + "': " + ec.message());
+    }
+    ::chmod(path.c_str(), static_cast<mode_t>(options_.unix_socket_mode));
+  }
+  if (options_.tcp_port >= 0) {
+    if (options_.token_verifier == nullptr) {
+      return Status::invalidArgument("a TCP listener needs a token_verifier");
+    }
+    if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
+      return Status::invalidArgument("a TCP listener needs tls_cert_file and tls_key_file");
+    }
+    ssl_ctx_ = std::make_unique<ssl::context>(ssl::context::tls_server);
+    SSL_CTX_set_min_proto_version(ssl_ctx_->native_handle(), TLS1_2_VERSION);
+    ssl_ctx_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                          ssl::context::no_sslv3 | ssl::context::single_dh_use);
+    ssl_ctx_->use_certificate_chain_file(options_.tls_cert_file, ec);
+    if (ec) {
+      return Status::invalidArgument("cannot load TLS certificate '" + options_.tls_cert_file +
+                                     "': " + ec.message());
+    }
+    ssl_ctx_->use_private_key_file(options_.tls_key_file, ssl::context::pem, ec);
+    if (ec) {
+      return Status::invalidArgument("cannot load TLS key '" + options_.tls_key_file +
+                                     "': " + ec.message());
+    }
+    if (SSL_CTX_check_private_key(ssl_ctx_->native_handle()) != 1) {
+      return Status::invalidArgument("TLS key '" + options_.tls_key_file +
+                                     "' does not match certificate '" + options_.tls_cert_file +
+                                     "'");
+    }
+    Tcp::resolver resolver(ioc_);
+    auto results = resolver.resolve(options_.tcp_host, std::to_string(options_.tcp_port),
+                                    Tcp::resolver::passive, ec);
+    if (ec || results.empty()) {
+      return Status::invalidArgument("cannot resolve listen address '" + options_.tcp_host +
+                                     "': " + (ec ? ec.message() : "no address"));
+    }
+    Tcp::endpoint ep = results.begin()->endpoint();
+    tcp_acceptor_ = std::make_unique<Tcp::acceptor>(accept_strand_);
+    tcp_acceptor_->open(ep.protocol(), ec);
+    if (!ec) tcp_acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) tcp_acceptor_->bind(ep, ec);
+    if (!ec) tcp_acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status::ioError("cannot listen on " + options_.tcp_host + ":" +
+                             std::to_string(options_.tcp_port) + ": " + ec.message());
+    }
+    tcp_port_ = tcp_acceptor_->local_endpoint().port();
+  }
+  return Status::ok();
+}
+
+void Server::Impl::stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  stopping_.store(true);
+  asio::post(accept_strand_, [this] {
+    error_code ec;
+    if (unix_acceptor_) unix_acceptor_->close(ec);
+    if (tcp_acceptor_) tcp_acceptor_->close(ec);
+  });
+  // First ask every connection to finish (idle ones close at once), then cut the ones still
+  // open after the grace period, so that every connection coroutine ends (and WebSocket
+  // on_close callbacks run) before the io_context stops.
+  for (bool force : {false, true}) {
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu_);
+      for (auto& [raw, ctl] : sessions_) {
+        asio::post(ctl->executor, [ctl = ctl, force] {
+          if (ctl->on_stop) ctl->on_stop(force);
+        });
+      }
+    }
+    std::unique_lock<std::mutex> lock(sessions_mu_);
+    auto limit = force ? std::chrono::milliseconds(1000) : options_.shutdown_grace;
+    sessions_cv_.wait_for(lock, limit, [this] { return sessions_.empty(); });
+  }
+  ioc_.stop();
+  for (std::thread& t : threads_)
+    t.join();
+  threads_.clear();
+  if (!options_.unix_socket_path.empty() && unix_acceptor_) {
+    ::unlink(options_.unix_socket_path.c_str());
+  }
+}
+
+Server::Server(ServerOptions options, Router router)
+    : impl_(std::make_shared<Impl>(std::move(options), std::move(router))) {}
+
+Server::~Server() {
+  impl_->stop();
+}
+
+Status Server::start() {
+  return impl_->start();
+}
+
+void Server::stop() {
+  impl_->stop();
+}
+
+int Server::tcpPort() const {
+  return impl_->tcp_port_;
+}
+
+const std::string& Server::unixSocketPath() const {
+  return impl_->options_.unix_socket_path;
+}
+
+uint64_t Server::requestsServed() const {
+  return impl_->requests_served_.load();
+}
+
+uint64_t Server::handlerExceptions() const {
+  return impl_->handler_exceptions_.load();
+}
+
+size_t Server::openConnections() const {
+  std::lock_guard<std::mutex> lock(impl_->sessions_mu_);
+  return impl_->sessions_.size();
+}
+
+}  // namespace gpool::net

@@ -1,0 +1,104 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "common/status.h"
+#include "net/auth.h"
+#include "net/router.h"
+
+namespace gpool::net {
+
+struct ServerOptions {
+  // Unix-domain listener; empty for none. Peers are identified by SO_PEERCRED. A stale socket
+  // file left by a dead server is replaced; a live one makes `start` fail.
+  std::string unix_socket_path;
+  // Mode of the socket file. World-accessible by default: the kernel tells who connects, and
+  // handlers decide what each user may do.
+  uint32_t unix_socket_mode = 0666;
+
+  // TCP+TLS listener; tcp_port < 0 for none, 0 for a port chosen by the OS (see tcpPort()).
+  std::string tcp_host = "127.0.0.1";
+  int tcp_port = -1;
+  // PEM certificate chain and private key; required with a TCP listener. TLS 1.2 or newer.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Checks bearer tokens on the TCP listener; required with a TCP listener. Not owned; must
+  // outlive the server.
+  TokenVerifier* token_verifier = nullptr;
+
+  // I/O threads running the one io_context.
+  int threads = 2;
+
+  // Limits. A body above max_body_bytes gets 413, headers above max_header_bytes 431; both
+  // close the connection after the response.
+  size_t max_body_bytes = 1 << 20;
+  size_t max_header_bytes = 16 << 10;
+  // Time allowed to receive one whole request once its first byte arrived (and for the TLS
+  // handshake); the connection is closed when it runs out.
+  std::chrono::milliseconds read_timeout{10'000};
+  // How long a keep-alive connection may sit idle between requests.
+  std::chrono::milliseconds idle_timeout{60'000};
+  // How long `stop` waits for requests in progress before cutting connections.
+  std::chrono::milliseconds shutdown_grace{5'000};
+
+  // WebSocket: messages queued per connection before it counts as a slow consumer and is
+  // dropped; the largest message accepted from a client; the time a close handshake (or a
+  // blocked write after a drop) may take before the socket is cut.
+  size_t ws_max_queued_messages = 1024;
+  size_t ws_max_message_bytes = 16 << 20;
+  std::chrono::milliseconds ws_close_timeout{2'000};
+  // Ping period for idle WebSocket connections; a peer that answers nothing within two periods
+  // is dropped.
+  std::chrono::milliseconds ws_ping_interval{15'000};
+};
+
+// The HTTP/1.1 + WebSocket server behind gpoold's API.
+//
+// Listeners: a Unix socket (identity from the kernel) and TCP with TLS (identity from a bearer
+// token checked by the TokenVerifier). Each request is parsed, authenticated, routed and
+// answered; transport errors become JSON error bodies (400 malformed, 401, 404, 405, 413, 431,
+// 500). Keep-alive is supported; a handler exception becomes a 500 whose id is logged, and the
+// server keeps serving.
+//
+// Threading: one io_context runs on `threads` I/O threads. Each connection lives on its own
+// strand, so one connection's requests are handled in order, while requests of different
+// connections run concurrently: handlers must be thread-safe. `start` and `stop` must be called
+// from one controlling thread (not from a handler). The Router is read-only once started.
+//
+// Lifetime: `stop` (also run by the destructor) stops accepting, lets requests in progress
+// finish for up to shutdown_grace, closes idle keep-alive connections and WebSocket connections
+// (close code 1001), joins the I/O threads and removes the socket file. A stopped server cannot
+// be restarted; create a new one.
+class Server {
+ public:
+  Server(ServerOptions options, Router router);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listeners and starts the I/O threads. Fails (and leaves nothing running) with
+  // kInvalidArgument for inconsistent options, kIoError naming the path/port for bind errors,
+  // kInvalidArgument naming the file for unreadable or mismatched TLS certificate/key.
+  Status start();
+  void stop();
+
+  // The bound TCP port (useful with tcp_port = 0); -1 without a TCP listener.
+  int tcpPort() const;
+  const std::string& unixSocketPath() const;
+
+  // Counters for tests and metrics.
+  uint64_t requestsServed() const;
+  uint64_t handlerExceptions() const;
+  size_t openConnections() const;
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace gpool::net

@@ -1,0 +1,476 @@
+#include "net/server.h"
+
+#include <arpa/inet.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "net/client.h"
+#include "net_test_util.h"
+
+namespace gpool::net {
+namespace {
+
+using testing::TempDir;
+using testing::TestCerts;
+using testing::Waiter;
+
+nlohmann::json identityJson(const Request& r) {
+  return {{"kind", static_cast<int>(r.peer.kind)},
+          {"uid", r.peer.uid},
+          {"gid", r.peer.gid},
+          {"pid", r.peer.pid},
+          {"user", r.peer.user},
+          {"token_id", r.peer.token_id},
+          {"roles", r.peer.roles}};
+}
+
+Router testRouter() {
+  Router r;
+  EXPECT_TRUE(r.add(Method::kGet, "/v1/whoami", [](const Request& req) {
+    return Response::json(200, identityJson(req).dump());
+  }));
+  EXPECT_TRUE(r.add(
+      Method::kGet, "/v1/health",
+      [](const Request&) { return Response::json(200, R"({"ok":true})"); },
+      RouteOptions{.allow_anonymous = true}));
+  EXPECT_TRUE(r.add(Method::kPost, "/v1/echo", [](const Request& req) {
+    nlohmann::json j{{"body", req.body}, {"query", req.queryParam("q").value_or("")}};
+    return Response::json(201, j.dump());
+  }));
+  EXPECT_TRUE(r.add(Method::kGet, "/v1/jobs/{id}", [](const Request& req) {
+    return Response::json(200, nlohmann::json{{"id", req.pathParam("id")}}.dump());
+  }));
+  EXPECT_TRUE(r.add(Method::kDelete, "/v1/jobs/{id}", [](const Request& req) {
+    if (req.pathParam("id") == "404") return Response::error(Status::notFound("job 404"));
+    return Response::json(200, "{}");
+  }));
+  EXPECT_TRUE(r.add(Method::kGet, "/v1/boom",
+                    [](const Request&) -> Response { throw std::runtime_error("handler bug"); }));
+  return r;
+}
+
+std::string errorCode(const Response& r) {
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("error")) return "<no error body>";
+  return j["error"]["code"].get<std::string>();
+}
+
+class UnixServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    options_.unix_socket_path = dir_.file("api.sock");
+    options_.max_body_bytes = 4096;
+    options_.max_header_bytes = 2048;
+  }
+  void startServer(Router router = testRouter()) {
+    server_ = std::make_unique<Server>(options_, std::move(router));
+    ASSERT_TRUE(server_->start());
+  }
+  HttpClient client() { return HttpClient(ClientEndpoint::unixSocket(options_.unix_socket_path)); }
+
+  TempDir dir_;
+  ServerOptions options_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(UnixServerTest, PeerCredentialsComeFromTheKernel) {
+  startServer();
+  HttpClient c = client();
+  auto r = c.get("/v1/whoami");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  ASSERT_EQ(r->status, 200);
+  auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["kind"], static_cast<int>(PeerIdentity::Kind::kUnixPeer));
+  EXPECT_EQ(j["uid"], getuid());
+  EXPECT_EQ(j["gid"], getgid());
+  EXPECT_EQ(j["pid"], getpid());
+  EXPECT_EQ(j["user"], userNameForUid(getuid()));
+  EXPECT_TRUE(r->header("X-Request-Id").has_value());
+  struct stat st {};
+  ASSERT_EQ(::stat(options_.unix_socket_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+}
+
+// Connects as a second, unprivileged user (created with useradd when missing) from a forked
+// child and checks that the server sees that user's uid, not ours.
+TEST_F(UnixServerTest, SecondUidIsIdentifiedByTheKernel) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch uid";
+  const char* kUser = "gpoolnettest";
+  if (getpwnam(kUser) == nullptr) {
+    std::string cmd = std::string("useradd --system --no-create-home --shell /usr/sbin/nologin ") +
+                      kUser + " >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0 || getpwnam(kUser) == nullptr) {
+      GTEST_SKIP() << "cannot create test user " << kUser;
+    }
+  }
+  struct passwd* pw = getpwnam(kUser);
+  ASSERT_NE(pw, nullptr);
+  const uid_t uid = pw->pw_uid;
+  const gid_t gid = pw->pw_gid;
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  startServer();
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string path = options_.unix_socket_path;
+  const std::string request = "GET /v1/whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) _exit(2);
+    std::string reply = testing::rawUnixExchange(path, request);
+    if (::write(fds[1], reply.data(), reply.size()) < 0) _exit(3);
+    _exit(reply.empty() ? 4 : 0);
+  }
+  ::close(fds[1]);
+  std::string reply;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;)
+    reply.append(buf, n);
+  ::close(fds[0]);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  ASSERT_EQ(WEXITSTATUS(wstatus), 0) << reply;
+  auto body = nlohmann::json::parse(reply.substr(reply.find("\r\n\r\n") + 4));
+  EXPECT_EQ(body["uid"], uid);
+  EXPECT_EQ(body["gid"], gid);
+  EXPECT_EQ(body["pid"], child);
+  EXPECT_EQ(body["user"], kUser);
+}
+
+TEST_F(UnixServerTest, RoutesParamsQueryAndBody) {
+  startServer();
+  HttpClient c = client();
+  auto r = c.get("/v1/jobs/job%2042");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(r->body)["id"], "job 42");
+  r = c.post("/v1/echo?q=a%26b", R"({"x":1})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 201);
+  auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["body"], R"({"x":1})");
+  EXPECT_EQ(j["query"], "a&b");
+  r = c.del("/v1/jobs/404");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(errorCode(*r), "not_found");
+}
+
+TEST_F(UnixServerTest, KeepAliveReusesOneConnection) {
+  startServer();
+  HttpClient c = client();
+  for (int i = 0; i < 20; ++i) {
+    auto r = c.get("/v1/jobs/" + std::to_string(i));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200);
+  }
+  EXPECT_EQ(c.connectionsOpened(), 1u);
+  EXPECT_EQ(server_->requestsServed(), 20u);
+}
+
+TEST_F(UnixServerTest, UnknownPathIs404AndWrongMethodIs405) {
+  startServer();
+  HttpClient c = client();
+  auto r = c.get("/v1/nothing/here");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(errorCode(*r), "not_found");
+  r = c.request(Method::kPut, "/v1/jobs/3");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(errorCode(*r), "method_not_allowed");
+  EXPECT_EQ(r->header("Allow"), "GET, DELETE");
+  // A method token nobody knows is also a 405 on a known path.
+  std::string reply =
+      testing::rawUnixExchange(options_.unix_socket_path,
+                               "BREW /v1/jobs/3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 405", 0), 0u) << reply;
+}
+
+TEST_F(UnixServerTest, MalformedRequestsAre400) {
+  startServer();
+  std::string reply =
+      testing::rawUnixExchange(options_.unix_socket_path, "this is not http\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  EXPECT_NE(reply.find("invalid_argument"), std::string::npos);
+  reply =
+      testing::rawUnixExchange(options_.unix_socket_path,
+                               "GET /v1/jobs/%zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  reply =
+      testing::rawUnixExchange(options_.unix_socket_path,
+                               "POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  // The server is still fine.
+  auto r = client().get("/v1/jobs/1");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(UnixServerTest, OversizeBodyIs413WithMessage) {
+  startServer();
+  HttpClient c = client();
+  auto r = c.post("/v1/echo", std::string(64 * 1024, 'x'));
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(errorCode(*r), "payload_too_large");
+  EXPECT_NE(r->body.find("4096"), std::string::npos);
+  // Exactly at the limit is fine, and the client recovers on a new connection.
+  r = c.post("/v1/echo", std::string(4096, 'y'));
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->status, 201);
+}
+
+TEST_F(UnixServerTest, OversizeHeadersAre431) {
+  startServer();
+  HttpClient c = client();
+  auto r = c.request(Method::kGet, "/v1/jobs/1", "", {{"X-Big", std::string(4096, 'h')}});
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->status, 431);
+  EXPECT_EQ(errorCode(*r), "headers_too_large");
+}
+
+TEST_F(UnixServerTest, HandlerExceptionIs500AndServerKeepsServing) {
+  startServer();
+  HttpClient c = client();
+  auto r = c.get("/v1/boom");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 500);
+  EXPECT_EQ(errorCode(*r), "internal");
+  auto id = r->header("X-Request-Id");
+  ASSERT_TRUE(id.has_value());
+  EXPECT_NE(r->body.find(*id), std::string::npos);  // the logged id is in the message
+  EXPECT_EQ(server_->handlerExceptions(), 1u);
+  r = c.get("/v1/jobs/5");  // same connection still works
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(c.connectionsOpened(), 1u);
+}
+
+TEST_F(UnixServerTest, ConcurrentClients) {
+  options_.threads = 4;
+  startServer();
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      HttpClient c = client();
+      for (int i = 0; i < 25; ++i) {
+        auto r = c.get("/v1/jobs/" + std::to_string(t * 100 + i));
+        if (r.ok() && r->status == 200 &&
+            nlohmann::json::parse(r->body)["id"] == std::to_string(t * 100 + i)) {
+          ok.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  EXPECT_EQ(ok.load(), 200);
+}
+
+TEST_F(UnixServerTest, StopLetsRequestInProgressFinish) {
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> release_f = release.get_future().share();
+  Router r;
+  ASSERT_TRUE(r.add(Method::kGet, "/slow", [&](const Request&) {
+    entered.set_value();
+    release_f.wait();
+    return Response::json(200, R"({"done":true})");
+  }));
+  startServer(std::move(r));
+  auto reply = std::async(std::launch::async, [&] { return client().get("/slow"); });
+  entered.get_future().wait();
+  // An idle keep-alive connection must not hold up the stop.
+  HttpClient idle = client();
+  ASSERT_TRUE(idle.get("/nothing").ok());
+  auto stopped = std::async(std::launch::async, [&] { server_->stop(); });
+  release.set_value();
+  auto res = reply.get();
+  ASSERT_TRUE(res.ok()) << res.status().toString();
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->header("Connection"), "close");
+  stopped.get();
+  EXPECT_EQ(server_->openConnections(), 0u);
+  struct stat st {};
+  EXPECT_NE(::stat(options_.unix_socket_path.c_str(), &st), 0);  // socket file removed
+  EXPECT_FALSE(client().get("/slow").ok());
+}
+
+TEST_F(UnixServerTest, StartFailures) {
+  startServer();
+  // A live server owns the socket.
+  Server second(options_, testRouter());
+  EXPECT_EQ(second.start().code(), StatusCode::kIoError);
+  server_->stop();
+  // A stale socket file (no server behind it) is replaced.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", options_.unix_socket_path.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::close(fd);
+  Server third(options_, testRouter());
+  EXPECT_TRUE(third.start());
+  third.stop();
+
+  ServerOptions none;
+  EXPECT_EQ(Server(none, Router{}).start().code(), StatusCode::kInvalidArgument);
+  ServerOptions tls_without_cert;
+  tls_without_cert.tcp_port = 0;
+  InMemoryTokenStore tokens;
+  tls_without_cert.token_verifier = &tokens;
+  EXPECT_EQ(Server(tls_without_cert, Router{}).start().code(), StatusCode::kInvalidArgument);
+  tls_without_cert.tls_cert_file = dir_.file("missing.pem");
+  tls_without_cert.tls_key_file = dir_.file("missing.key");
+  Status s = Server(tls_without_cert, Router{}).start();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("missing.pem"), std::string::npos);
+}
+
+class TlsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::makeTestCerts(dir_.path(), &certs_));
+    options_.tcp_port = 0;
+    options_.tls_cert_file = certs_.cert_file;
+    options_.tls_key_file = certs_.key_file;
+    options_.token_verifier = &tokens_;
+    server_ = std::make_unique<Server>(options_, testRouter());
+    ASSERT_TRUE(server_->start());
+    ASSERT_GT(server_->tcpPort(), 0);
+  }
+  ClientEndpoint endpoint(std::string token) {
+    return ClientEndpoint::tls("127.0.0.1", server_->tcpPort(), certs_.ca_file, std::move(token));
+  }
+
+  TempDir dir_;
+  TestCerts certs_;
+  InMemoryTokenStore tokens_;
+  ServerOptions options_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(TlsServerTest, TokenAcceptedRejectedRevoked) {
+  auto token = tokens_.issue("alice", {"admin"});
+  ASSERT_TRUE(token.ok());
+  HttpClient c(endpoint(token->token));
+  auto r = c.get("/v1/whoami");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["kind"], static_cast<int>(PeerIdentity::Kind::kToken));
+  EXPECT_EQ(j["user"], "alice");
+  EXPECT_EQ(j["token_id"], token->id);
+  EXPECT_EQ(j["roles"], nlohmann::json::array({"admin"}));
+
+  // No token.
+  HttpClient anonymous(endpoint(""));
+  r = anonymous.get("/v1/whoami");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(errorCode(*r), "unauthenticated");
+  EXPECT_EQ(r->header("WWW-Authenticate"), "Bearer");
+  // ...is fine on a route that allows it.
+  r = anonymous.get("/v1/health");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+
+  // A forged secret.
+  std::string forged = token->token;
+  forged.back() = forged.back() == 'A' ? 'B' : 'A';
+  HttpClient bad(endpoint(forged));
+  r = bad.get("/v1/whoami");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401);
+  r = bad.get("/v1/health");  // a bad token is refused even where none is needed
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401);
+
+  // Revocation takes effect on the next request, even on a kept-alive connection.
+  ASSERT_TRUE(tokens_.revoke(token->id));
+  r = c.get("/v1/whoami");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_NE(r->body.find("revoked"), std::string::npos);
+  EXPECT_EQ(c.connectionsOpened(), 1u);
+}
+
+TEST_F(TlsServerTest, ClientVerifiesTheServerCertificate) {
+  auto token = tokens_.issue("alice");
+  ASSERT_TRUE(token.ok());
+  ClientEndpoint wrong_ca = endpoint(token->token);
+  wrong_ca.ca_file = certs_.other_ca_file;
+  auto r = HttpClient(wrong_ca).get("/v1/health");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+
+  ClientEndpoint wrong_name = endpoint(token->token);
+  wrong_name.server_name = "controller.example.org";
+  r = HttpClient(wrong_name).get("/v1/health");
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+
+  ClientEndpoint by_name = endpoint(token->token);
+  by_name.host = "localhost";
+  r = HttpClient(by_name).get("/v1/health");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(TlsServerTest, LimitsAndErrorsOverTls) {
+  auto token = tokens_.issue("bob");
+  ASSERT_TRUE(token.ok());
+  HttpClient c(endpoint(token->token));
+  auto r = c.post("/v1/echo", std::string(2 << 20, 'x'));
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->status, 413);
+  r = c.get("/v1/boom");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 500);
+  r = c.get("/v1/jobs/9");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(TlsServerTest, PlainHttpOnTheTlsPortIsRefused) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->tcpPort()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::string req = "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  std::string reply;
+  char buf[1024];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;)
+    reply.append(buf, n);
+  ::close(fd);
+  EXPECT_EQ(reply.find("HTTP/1.1 200"), std::string::npos);
+  // A client that cannot connect at all gets kUnavailable, never a hang.
+  ClientEndpoint nowhere = ClientEndpoint::unixSocket(dir_.file("no.sock"));
+  EXPECT_EQ(HttpClient(nowhere).get("/").status().code(), StatusCode::kUnavailable);
+  // And the TLS listener still serves.
+  auto r = HttpClient(endpoint("")).get("/v1/health");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_EQ(r->status, 200);
+}
+
+}  // namespace
+}  // namespace gpool::net
