@@ -187,7 +187,7 @@ CLI::App* registerSimCommands(CLI::App& app) {
   fgd->add_option("--svg", args->svg, "Write allocation vs arrived load plot (SVG) here");
   fgd->add_option("--frag-svg", args->frag_svg, "Write the fragmentation bar chart (SVG) here");
   fgd->add_flag("--compare", args->compare,
-                "Print the published FGD means side by side (exit 1 if a baseline is off by "
+                "Print the published FGD means side by side (exit code 2 if a baseline is off by "
                 "more than --tolerance at 100% or 130%)");
   fgd->add_option("--published", args->published,
                   "Published summary CSV (default: bundled summary_mean_over_seeds.csv)");
