@@ -42,10 +42,12 @@ function(gpool_add_library name)
   target_link_libraries(${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()
 
-# gpool_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...])
-# One GoogleTest binary registered with CTest (each TEST becomes its own CTest case).
+# gpool_add_test(NAME SOURCES ... [DEPS ...] [LABELS ...] [SERIAL])
+# One GoogleTest binary registered with CTest (each TEST becomes its own CTest case). SERIAL
+# makes CTest run its cases alone, for tests that measure how a shared resource (a simulated
+# GPU's busy time) is divided and would be skewed by another test competing for the CPUs.
 function(gpool_add_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${GPOOL_WARNING_FLAGS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
@@ -60,6 +62,9 @@ function(gpool_add_test name)
     # `-LE "no_sanitizer|slow"` still match it.
     string(REPLACE ";" "," labels_joined "${ARG_LABELS}")
     list(APPEND props LABELS "${labels_joined}")
+  endif()
+  if(ARG_SERIAL)
+    list(APPEND props RUN_SERIAL TRUE)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
 endfunction()
