@@ -1,0 +1,150 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/fence.h"
+#include "agent/launcher.h"
+#include "agent/protocol.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "gpu/gpu_backend.h"
+#include "gpu/health.h"
+
+namespace gpool::agent {
+
+// What the agent reports about its node and how it behaves; `welcome` may override the
+// intervals, the stray policy and the lease.
+struct AgentOptions {
+  std::string node_name;  // required
+  std::string hostname;   // empty: gethostname()
+  std::map<std::string, std::string> labels;
+  uint64_t cpu_millis = 0;  // 0: the online CPUs
+  uint64_t ram_mib = 0;     // 0: the physical memory
+  // Assignments (lease epochs, requeue policy) of the launcher's tasks, one small JSON file
+  // per task, so that a restarted agent reports its tasks under the right epoch.
+  std::string state_dir;
+  // Where the vgpu regions of shared-slice tasks are created, and the interposer to preload.
+  std::string vgpu_dir;
+  std::string interposer_path;
+  Micros lease{60'000'000};
+  Micros heartbeat_interval{5'000'000};
+  Micros telemetry_interval{10'000'000};
+  // How long a process must stay unowned on a GPU before the kill policy acts on it.
+  Micros stray_grace{30'000'000};
+  bool kill_strays = false;
+  gpu::HealthConfig health;
+  gpu::HygieneConfig hygiene;
+};
+
+// The node agent's core, without transport (docs/agent.md). It speaks docs/agent-protocol.md
+// as JSON values: the transport feeds every frame received to `handle`, calls `tick` about once
+// a second, and sends what `takeOutbox` returns, in order. After every (re)connect the
+// transport sends `helloMessage()` first.
+//
+// Reconciliation is level-triggered: a `desired_state` lists every task that should run here;
+// tasks missing here are started, tasks not listed (or listed under a newer lease epoch) are
+// stopped, the rest are kept and their state re-reported. The launcher's state directory is
+// the truth about tasks, so a new Agent over the same directories picks up the running tasks
+// (re-adoption) and re-reports exits.
+//
+// Errors: bad messages are answered with an `error` message in the outbox naming the field;
+// launcher and backend failures are reported (task_update FAILED, health findings) and retried
+// on the next tick; nothing throws.
+//
+// Thread-safety: none. One owner thread calls every method. `handle` blocks while a task
+// starts (the launcher waits for the task to run, a few milliseconds).
+class Agent {
+ public:
+  // `backend`, `launcher` and `clock` must outlive the agent.
+  Agent(AgentOptions options, gpu::GpuBackend& backend, Launcher& launcher, const Clock& clock);
+
+  // Reads the inventory and re-adopts every task of the launcher. Call once, before anything
+  // else.
+  Status start();
+
+  // The `hello` for a new connection (also resets the per-connection sequence numbers).
+  nlohmann::json helloMessage();
+
+  // Takes one message from the controller; the answers and task updates go to the outbox.
+  void handle(const nlohmann::json& msg);
+
+  // Periodic work at the clock's time: task state changes (task_update), self-fencing, pending
+  // starts, heartbeat, telemetry, health and stray processes (health).
+  void tick();
+
+  // The messages to send, oldest first; empties the outbox.
+  std::vector<nlohmann::json> takeOutbox();
+
+  // The latest node epoch seen (0 before any welcome).
+  int64_t nodeEpoch() const { return node_epoch_; }
+  bool leaseOk() const { return fence_->mayStartWork(); }
+
+ private:
+  struct Tracked {
+    protocol::Assignment assignment;
+    bool has_assignment = false;  // false for a task found without its assignment file
+    bool requeueable = false;
+    TaskState reported = TaskState::kStarting;  // the last state sent upstream
+    bool reported_once = false;
+    std::optional<StopReason> stopping;
+    std::string stop_reason;  // "cancelled", "preempted", "timeout", "fenced"
+    TaskInfo info;
+    std::vector<std::string> regions;  // vgpu region files to delete at the end
+  };
+
+  void send(std::string_view type, nlohmann::json body);
+  void sendError(std::string_view code, std::string_view message, int64_t in_reply_to);
+
+  Status onWelcome(const nlohmann::json& body);
+  Status onDesiredState(const nlohmann::json& body, int64_t seq);
+  Status onAssign(const nlohmann::json& body, int64_t seq);
+  Status onCancel(const nlohmann::json& body, int64_t seq);
+  Status onLease(const nlohmann::json& body);
+  // Checks and records the node epoch of a message; FailedPrecondition for an older one.
+  Status acceptNodeEpoch(int64_t epoch);
+
+  // Starts, keeps or replaces the task of `entry`. Stale epochs are answered with an error.
+  void reconcileEntry(protocol::TaskEntry entry, int64_t seq);
+  // Launches now when the lease allows, else queues it in pending_.
+  void startTask(protocol::TaskEntry entry);
+  void stopTask(Tracked& t, StopReason reason, std::string why, std::optional<int64_t> grace_ms);
+  // Reads the launcher's status of every task and reports changes.
+  void refreshTasks();
+  void reportTask(Tracked& t);
+  nlohmann::json taskJson(const Tracked& t) const;
+
+  void fenceTasks();
+  void sampleAndCheck(TimePoint now);
+
+  Status writeAssignment(const Tracked& t) const;
+  std::string assignmentPath(const std::string& name) const;
+
+  AgentOptions options_;
+  gpu::GpuBackend& backend_;
+  Launcher& launcher_;
+  const Clock& clock_;
+  std::unique_ptr<Fence> fence_;
+  gpu::StrayTracker strays_;
+
+  gpu::Inventory inventory_;
+  std::vector<std::string> initial_uuids_;
+  std::map<std::string, Tracked> tasks_;                // by task name
+  std::map<std::string, protocol::TaskEntry> pending_;  // desired, not started (fenced)
+  int64_t node_epoch_ = 0;
+  int64_t seq_out_ = 0;
+  int64_t last_seq_in_ = 0;
+  std::vector<nlohmann::json> outbox_;
+  std::optional<Micros> last_heartbeat_;
+  std::optional<Micros> last_telemetry_;
+  nlohmann::json last_findings_ = nlohmann::json::array();
+  bool fenced_ = false;
+};
+
+}  // namespace gpool::agent
