@@ -1,0 +1,170 @@
+// gpoold: the controller daemon. Reads its TOML configuration, opens the store (a SQLite file
+// or a PostgreSQL connection string), rebuilds its view (nodes, usage), runs the scheduling loop
+// on its own thread and stops cleanly on SIGTERM or SIGINT. docs/controller.md.
+//
+// Not yet here: the HTTP API and the agents' WebSocket (src/net); until they are wired in, the
+// agent gateway only logs the assignments it would send.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "config/config.h"
+#include "controller/job_service.h"
+#include "controller/node_registry.h"
+#include "controller/scheduling_loop.h"
+#include "logging/log_config.h"
+#include "logging/logging.h"
+#include "store/postgres_store.h"
+#include "store/sqlite_store.h"
+
+namespace gpool::controller {
+namespace {
+
+// Stands in for the agents' WebSocket until src/net is wired in.
+class LoggingGateway final : public AgentGateway {
+ public:
+  void assign(const TaskAssignment& a) override {
+    spdlog::info("assign job {} task {} to {} (epoch {}); no agent connection yet", a.job_id,
+                 a.task, a.node, a.lease_epoch);
+  }
+  void cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
+              int64_t grace_s, const std::string& reason) override {
+    spdlog::info(
+        "cancel job {} task {} on {} (epoch {}, grace {} s, {}); no agent connection "
+        "yet",
+        job_id, task, node, lease_epoch, grace_s, reason);
+  }
+};
+
+struct Settings {
+  std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
+  std::string sqlite_synchronous;
+  int64_t node_down_after_s = 90;
+  int64_t schedule_interval_s = 10;
+  int64_t usage_half_life_s = 7 * 24 * 3600;
+  logging::LogOptions log;
+};
+
+Result<Settings> readSettings(const std::string& path) {
+  GPOOL_ASSIGN_OR_RETURN(config::ConfigFile file, config::ConfigFile::load(path));
+  config::ConfigSection root = file.root();
+  Settings s;
+  s.log = logging::readLogOptions(root.section("log"), "gpoold");
+  config::ConfigSection ctl = root.section("controller");
+  s.store = ctl.getString("store", "/var/lib/gpool/gpool.db");
+  s.sqlite_synchronous = ctl.getString("sqlite_synchronous", "FULL");
+  if (s.sqlite_synchronous != "FULL" && s.sqlite_synchronous != "NORMAL") {
+    ctl.fail("sqlite_synchronous", "must be FULL or NORMAL");
+  }
+  s.node_down_after_s = ctl.getDuration("node_down_after", 90);
+  s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
+  s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
+  if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
+  if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
+  GPOOL_RETURN_IF_ERROR(file.finish());
+  return s;
+}
+
+Result<store::StorePtr> openStore(const Settings& s) {
+  bool postgres = s.store.rfind("postgresql://", 0) == 0 || s.store.rfind("postgres://", 0) == 0 ||
+                  s.store.find('=') != std::string::npos;
+  if (postgres) {
+    store::PostgresOptions options;
+    options.conninfo = s.store;
+    GPOOL_ASSIGN_OR_RETURN(auto pg, store::PostgresStore::open(options));
+    return store::StorePtr(std::move(pg));
+  }
+  store::SqliteOptions options;
+  options.synchronous = s.sqlite_synchronous;
+  GPOOL_ASSIGN_OR_RETURN(auto lite, store::SqliteStore::open(s.store, options));
+  return store::StorePtr(std::move(lite));
+}
+
+int run(const std::string& config_path, bool once) {
+  Result<Settings> settings = readSettings(config_path);
+  if (!settings.ok()) {
+    std::cerr << "gpoold: " << settings.status().message() << "\n";
+    return 2;
+  }
+  if (Status s = logging::initLogging(settings->log); !s.isOk()) {
+    std::cerr << "gpoold: " << s.message() << "\n";
+    return 2;
+  }
+  // SIGTERM and SIGINT are taken by sigwait in this thread only; block them before any other
+  // thread starts so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Result<store::StorePtr> store = openStore(*settings);
+  if (!store.ok()) {
+    spdlog::error("cannot open the store {}: {}", settings->store, store.status().toString());
+    return 1;
+  }
+  Clock& clock = realClock();
+  NodeRegistry registry(**store, clock,
+                        NodeRegistryOptions{std::chrono::seconds(settings->node_down_after_s)});
+  LoggingGateway gateway;
+  LoopOptions options;
+  options.interval = std::chrono::seconds(settings->schedule_interval_s);
+  options.usage_half_life_s = settings->usage_half_life_s;
+  SchedulingLoop loop(**store, registry, gateway, clock, options);
+  for (Status s : {registry.load(), loop.recover()}) {
+    if (!s.isOk()) {
+      spdlog::error("cannot rebuild the controller's state: {}", s.toString());
+      return 1;
+    }
+  }
+  JobService service(**store, registry, clock, &loop);
+  if (once) {
+    Result<PassReport> r = loop.runOnce();
+    if (!r.ok()) {
+      spdlog::error("scheduling pass failed: {}", r.status().toString());
+      return 1;
+    }
+    std::cout << "pass: started=" << r->started << " pending=" << r->pending
+              << " nodes=" << registry.nodes().size() << std::endl;
+    return 0;
+  }
+  std::jthread scheduler([&loop](std::stop_token stop) { loop.runUntilStopped(stop); });
+  spdlog::info("gpoold started (store {}, {} nodes known)", settings->store,
+               registry.nodes().size());
+  // Tests wait for this line before signalling.
+  std::cout << "ready" << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("gpoold stopping on signal {}", sig);
+  scheduler.request_stop();
+  scheduler.join();
+  spdlog::info("gpoold stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace gpool::controller
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpoold: the gpool controller"};
+  std::string config_path = "/etc/gpool/gpoold.toml";
+  bool once = false;
+  app.add_option("-c,--config", config_path, "TOML configuration file");
+  app.add_flag("--once", once, "run one scheduling pass and exit (checks and scripts)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return gpool::controller::run(config_path, once);
+}

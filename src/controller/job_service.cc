@@ -1,0 +1,219 @@
+#include "controller/job_service.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "store/api_codec.h"
+
+namespace gpool::controller {
+
+namespace {
+
+Status bad(std::string_view field, const std::string& why) {
+  return Status::invalidArgument("job." + std::string(field) + ": " + why);
+}
+
+std::string mib(uint64_t v) {
+  return std::to_string(v) + " MiB";
+}
+
+}  // namespace
+
+JobService::JobService(store::Store& store, const NodeRegistry& registry, Clock& clock,
+                       JobListener* listener)
+    : store_(store), registry_(registry), clock_(clock), listener_(listener) {}
+
+Status JobService::checkAgainstPool(const api::JobSpec& spec) const {
+  std::vector<api::Node> nodes = registry_.nodes();
+  if (nodes.empty()) return Status::ok();
+  const api::TaskResources& res = spec.resources;
+  const api::Constraints& c = spec.constraints;
+  size_t max_gpus = 0;
+  uint64_t max_gpu_memory = 0;
+  uint64_t max_cpus = 0;
+  uint64_t max_ram = 0;
+  std::set<std::string> models;
+  api::ComputeCapability max_cc;
+  for (const api::Node& node : nodes) {
+    max_gpus = std::max(max_gpus, node.gpus.size());
+    max_cpus = std::max(max_cpus, node.cpus_milli);
+    max_ram = std::max(max_ram, node.ram_mib);
+    for (const api::Gpu& gpu : node.gpus) {
+      max_gpu_memory = std::max(max_gpu_memory, gpu.memory_mib);
+      models.insert(gpu.model);
+      max_cc = std::max(max_cc, gpu.compute_capability);
+    }
+  }
+  uint32_t whole = res.gpus_milli >= 1000 ? res.gpus_milli / 1000 : 0;
+  if (res.gpus_milli > 0 && max_gpus == 0) {
+    return bad("resources.gpus", "the pool has no GPUs");
+  }
+  if (whole > max_gpus) {
+    return bad("resources.gpus", std::to_string(whole) +
+                                     " GPUs per task, but the largest server "
+                                     "has " +
+                                     std::to_string(max_gpus));
+  }
+  if (spec.nodes == 1 && uint64_t{whole} * spec.tasks > max_gpus) {
+    return bad("tasks", std::to_string(spec.tasks) + " tasks of " + std::to_string(whole) +
+                            " GPUs on one node, but the largest server has " +
+                            std::to_string(max_gpus));
+  }
+  if (res.gpu_memory_mib > max_gpu_memory) {
+    return bad("resources.gpu_memory", mib(res.gpu_memory_mib) +
+                                           " per GPU, but the largest GPU "
+                                           "has " +
+                                           mib(max_gpu_memory));
+  }
+  if (c.min_gpu_memory_mib > max_gpu_memory) {
+    return bad("constraints.min_gpu_memory", mib(c.min_gpu_memory_mib) +
+                                                 ", but the largest GPU "
+                                                 "has " +
+                                                 mib(max_gpu_memory));
+  }
+  if (!c.gpu_models.empty() &&
+      std::none_of(c.gpu_models.begin(), c.gpu_models.end(),
+                   [&](const std::string& m) { return models.count(m) > 0; })) {
+    return bad("constraints.gpu_models", "no GPU of the pool is of model " + c.gpu_models.front() +
+                                             (c.gpu_models.size() > 1 ? " or the others" : ""));
+  }
+  if (c.min_compute_capability && *c.min_compute_capability > max_cc) {
+    return bad("constraints.min_compute_capability",
+               api::formatComputeCapability(*c.min_compute_capability) +
+                   ", but the best GPU of the pool has " + api::formatComputeCapability(max_cc));
+  }
+  if (res.cpus_milli > max_cpus) {
+    return bad("resources.cpus", std::to_string(res.cpus_milli) +
+                                     " millicores per task, but the "
+                                     "largest server has " +
+                                     std::to_string(max_cpus));
+  }
+  if (res.ram_mib > max_ram) {
+    return bad("resources.ram",
+               mib(res.ram_mib) + " per task, but the largest server has " + mib(max_ram));
+  }
+  if (spec.nodes > nodes.size()) {
+    return bad("nodes", std::to_string(spec.nodes) + " nodes, but the pool has " +
+                            std::to_string(nodes.size()));
+  }
+  for (const auto& [key, value] : c.node_labels) {
+    bool any = std::any_of(nodes.begin(), nodes.end(), [&](const api::Node& n) {
+      auto it = n.labels.find(key);
+      return it != n.labels.end() && it->second == value;
+    });
+    if (!any) return bad("constraints.node_labels", "no node has label " + key + "=" + value);
+  }
+  return Status::ok();
+}
+
+Status JobService::checkDependencies(const api::JobSpec& spec) {
+  for (size_t i = 0; i < spec.dependencies.size(); ++i) {
+    uint64_t dep = spec.dependencies[i].job_id;
+    Result<store::JobRecord> record = store_.getJob(static_cast<int64_t>(dep));
+    if (!record.ok()) {
+      if (record.status().code() == StatusCode::kNotFound) {
+        return bad("dependencies[" + std::to_string(i) + "]",
+                   "job " + std::to_string(dep) + " does not exist");
+      }
+      return record.status();
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<int64_t>> JobService::submit(const Caller& caller,
+                                                const SubmitRequest& request) {
+  std::string user = request.user.empty() ? caller.user : request.user;
+  GPOOL_RETURN_IF_ERROR(checkSubmit(caller, user, request.group));
+  GPOOL_RETURN_IF_ERROR(api::validateJobSpec(request.spec));
+  GPOOL_RETURN_IF_ERROR(checkAgainstPool(request.spec));
+  GPOOL_RETURN_IF_ERROR(checkDependencies(request.spec));
+  uint32_t uid = user == caller.user ? caller.uid : request.uid;
+  GPOOL_ASSIGN_OR_RETURN(
+      std::vector<int64_t> ids,
+      store::submitApiJob(store_, user, uid, request.group, request.spec, clock_.now()));
+  if (listener_) listener_->jobsChanged();
+  return ids;
+}
+
+Result<store::JobPage> JobService::list(const Caller& caller, store::JobFilter filter) {
+  if (filter.limit < 1 || filter.limit > store::kMaxPageSize) {
+    return Status::invalidArgument("limit: must be in [1, " + std::to_string(store::kMaxPageSize) +
+                                   "], got " + std::to_string(filter.limit));
+  }
+  if (filter.after_id < 0) {
+    return Status::invalidArgument("after: must be >= 0, got " + std::to_string(filter.after_id));
+  }
+  switch (caller.role) {
+    case Role::kAdmin: break;
+    case Role::kUser:
+      if (filter.user && *filter.user != caller.user) {
+        return Status::permissionDenied("user '" + caller.user + "' may not list jobs of user '" +
+                                        *filter.user + "'");
+      }
+      filter.user = caller.user;
+      break;
+    case Role::kGroupAdmin: {
+      bool own = filter.user && *filter.user == caller.user;
+      bool group_ok =
+          filter.group && std::find(caller.admin_groups.begin(), caller.admin_groups.end(),
+                                    *filter.group) != caller.admin_groups.end();
+      if (!own && !group_ok) {
+        if (!filter.user && !filter.group) {
+          filter.user = caller.user;  // nothing asked: their own jobs
+        } else {
+          return Status::permissionDenied("group admin '" + caller.user +
+                                          "' may list only their own jobs or those of groups "
+                                          "they administer");
+        }
+      }
+      break;
+    }
+  }
+  return store_.listJobs(filter);
+}
+
+Result<store::JobRecord> JobService::loadChecked(const Caller& caller, int64_t id,
+                                                 JobAction action) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(id));
+  GPOOL_RETURN_IF_ERROR(checkJobAction(caller, action, JobOwner{record.user, record.group}));
+  return record;
+}
+
+Result<api::Job> JobService::show(const Caller& caller, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kShow));
+  return store::apiJobFrom(record);
+}
+
+Result<std::vector<store::JobEvent>> JobService::events(const Caller& caller, int64_t id) {
+  GPOOL_RETURN_IF_ERROR(loadChecked(caller, id, JobAction::kShow).status());
+  return store_.jobEvents(id);
+}
+
+Status JobService::cancel(const Caller& caller, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kCancel));
+  GPOOL_ASSIGN_OR_RETURN(api::JobState state, api::parseJobState(record.state));
+  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kCancelled));
+  // The store re-checks the state inside its transaction, so a job that ended meanwhile is
+  // FailedPrecondition rather than cancelled twice.
+  GPOOL_RETURN_IF_ERROR(
+      store_.recordEnd(id, "CANCELLED", std::nullopt, clock_.now(), "cancelled by " + caller.user));
+  if (listener_) {
+    if (api::holdsResources(state)) listener_->runningJobCancelled(record);
+    listener_->jobsChanged();
+  }
+  return Status::ok();
+}
+
+Status JobService::requeue(const Caller& caller, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kRequeue));
+  GPOOL_ASSIGN_OR_RETURN(api::JobState state, api::parseJobState(record.state));
+  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kPending));
+  GPOOL_RETURN_IF_ERROR(store_.transitionJob(store::JobTransition{
+      id, {record.state}, "PENDING", clock_.now(), "requeued by " + caller.user}));
+  if (listener_) listener_->jobsChanged();
+  return Status::ok();
+}
+
+}  // namespace gpool::controller

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/job.h"
+#include "api/job_spec.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/status.h"
+#include "controller/node_registry.h"
+#include "controller/permissions.h"
+#include "store/store.h"
+
+// The job operations behind the API: submit, list, show, cancel, requeue. Each change is one
+// store transaction; every action is checked against the caller's role (permissions.h) first.
+namespace gpool::controller {
+
+// What the service tells the scheduling loop (SchedulingLoop implements it).
+class JobListener {
+ public:
+  virtual ~JobListener() = default;
+  // New pending work: run a pass soon.
+  virtual void jobsChanged() = 0;
+  // A job that held resources was cancelled in the store: stop its tasks on their agents.
+  virtual void runningJobCancelled(const store::JobRecord& before) = 0;
+};
+
+struct SubmitRequest {
+  api::JobSpec spec;
+  std::string user;  // empty: the caller
+  uint32_t uid = 0;  // used when `user` is the caller's name; else the caller's uid
+  std::string group;
+};
+
+// Thread-safety: all methods may be called concurrently (the store serialises writes).
+class JobService {
+ public:
+  // All references must outlive the service; `listener` may be null.
+  JobService(store::Store& store, const NodeRegistry& registry, Clock& clock,
+             JobListener* listener);
+
+  // Validates the spec (api rules, then against the registered pool: more GPUs per task than
+  // any server has, GPU memory above the largest GPU, unknown GPU models, more nodes than the
+  // pool has, ... are InvalidArgument naming the field, e.g. "job.resources.gpus: ..."),
+  // checks dependencies name existing jobs, expands an array and stores everything in one
+  // transaction. Returns the new ids, ascending. The pool checks are skipped while no node is
+  // registered (a controller may start before its agents).
+  Result<std::vector<int64_t>> submit(const Caller& caller, const SubmitRequest& request);
+
+  // Jobs matching `filter`, keyset paged. A user sees only their own jobs (asking for another
+  // user's is PermissionDenied); a group admin sees their own and their groups' jobs; an admin
+  // everything. InvalidArgument for a limit outside [1, store::kMaxPageSize].
+  Result<store::JobPage> list(const Caller& caller, store::JobFilter filter);
+
+  Result<api::Job> show(const Caller& caller, int64_t id);
+  Result<std::vector<store::JobEvent>> events(const Caller& caller, int64_t id);
+
+  // PENDING, RUNNING or COMPLETING -> CANCELLED. A running job's tasks are stopped through the
+  // listener. FailedPrecondition when the job has already ended.
+  Status cancel(const Caller& caller, int64_t id);
+
+  // PREEMPTED or NODE_FAIL -> PENDING (a new attempt; the next placement gets a new epoch).
+  Status requeue(const Caller& caller, int64_t id);
+
+ private:
+  Result<store::JobRecord> loadChecked(const Caller& caller, int64_t id, JobAction action);
+  Status checkAgainstPool(const api::JobSpec& spec) const;
+  Status checkDependencies(const api::JobSpec& spec);
+
+  store::Store& store_;
+  const NodeRegistry& registry_;
+  Clock& clock_;
+  JobListener* listener_;
+};
+
+}  // namespace gpool::controller

@@ -1,0 +1,133 @@
+#include "controller/node_registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "store/api_codec.h"
+
+namespace gpool::controller {
+
+NodeRegistry::NodeRegistry(store::Store& store, Clock& clock, NodeRegistryOptions options)
+    : store_(store), clock_(clock), options_(options) {}
+
+Status NodeRegistry::load() {
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::NodeRecord> records, store_.listNodes());
+  std::lock_guard lock(mu_);
+  TimePoint now = clock_.now();
+  for (const store::NodeRecord& record : records) {
+    GPOOL_ASSIGN_OR_RETURN(api::Node node, store::loadApiNode(store_, record.name));
+    if (node.state != api::NodeState::kDown) node.last_seen = now;
+    nodes_[node.name] = std::move(node);
+  }
+  return Status::ok();
+}
+
+Status NodeRegistry::saveLocked(const api::Node& node) {
+  return store::saveApiNode(store_, node);
+}
+
+Result<int64_t> NodeRegistry::registerNode(api::Node node) {
+  GPOOL_RETURN_IF_ERROR(api::validateNodeName(node.name));
+  std::lock_guard lock(mu_);
+  TimePoint now = clock_.now();
+  auto it = nodes_.find(node.name);
+  // An admin's drain survives the agent reconnecting; a lost node comes back IDLE.
+  if (it != nodes_.end() && (it->second.state == api::NodeState::kDraining ||
+                             it->second.state == api::NodeState::kDrained)) {
+    node.state = it->second.state;
+    node.state_reason = it->second.state_reason;
+  } else {
+    node.state = api::NodeState::kIdle;
+    node.state_reason.clear();
+  }
+  node.last_seen = now;
+  GPOOL_RETURN_IF_ERROR(saveLocked(node));
+  int64_t& epoch = epochs_[node.name];
+  epoch = std::max(epoch + 1, toUnixMicros(now));
+  nodes_[node.name] = std::move(node);
+  return epoch;
+}
+
+Status NodeRegistry::heartbeat(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("heartbeat from unknown node '" + name + "'");
+  if (it->second.state == api::NodeState::kDown) {
+    return Status::failedPrecondition("node '" + name + "' is DOWN; its agent must say hello");
+  }
+  // Heartbeats stay in memory: writing each one would cost a transaction per node per interval,
+  // and after a restart every node gets a fresh `down_after` anyway (see load()).
+  it->second.last_seen = clock_.now();
+  return Status::ok();
+}
+
+Result<std::vector<std::string>> NodeRegistry::expireSilent() {
+  std::lock_guard lock(mu_);
+  TimePoint now = clock_.now();
+  std::vector<std::string> lost;
+  for (auto& [name, node] : nodes_) {
+    if (node.state == api::NodeState::kDown) continue;
+    TimePoint seen = node.last_seen.value_or(now);
+    if (now - seen <= options_.down_after) continue;
+    api::Node down = node;
+    down.state = api::NodeState::kDown;
+    down.state_reason = "Not responding";
+    GPOOL_RETURN_IF_ERROR(saveLocked(down));
+    node = std::move(down);
+    lost.push_back(name);
+  }
+  return lost;
+}
+
+Status NodeRegistry::drain(const std::string& name, const std::string& reason) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("drain: unknown node '" + name + "'");
+  api::Node changed = it->second;
+  changed.state = api::NodeState::kDraining;
+  changed.state_reason = reason;
+  GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  it->second = std::move(changed);
+  return Status::ok();
+}
+
+Status NodeRegistry::resume(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("resume: unknown node '" + name + "'");
+  if (it->second.state == api::NodeState::kDown) {
+    return Status::failedPrecondition("resume: node '" + name +
+                                      "' is DOWN; its agent must "
+                                      "say hello");
+  }
+  api::Node changed = it->second;
+  changed.state = api::NodeState::kIdle;
+  changed.state_reason.clear();
+  GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  it->second = std::move(changed);
+  return Status::ok();
+}
+
+int64_t NodeRegistry::nodeEpoch(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = epochs_.find(name);
+  return it == epochs_.end() ? 0 : it->second;
+}
+
+std::vector<api::Node> NodeRegistry::nodes() const {
+  std::lock_guard lock(mu_);
+  std::vector<api::Node> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_)
+    out.push_back(node);
+  return out;
+}
+
+Result<api::Node> NodeRegistry::node(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("unknown node '" + name + "'");
+  return it->second;
+}
+
+}  // namespace gpool::controller

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/node.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/status.h"
+#include "store/store.h"
+
+// The controller's view of the pool's servers: registered by an agent's `hello`
+// (docs/agent-protocol.md), kept alive by heartbeats, declared DOWN when silent for longer than
+// `down_after`. Every change is written through to the store (api_codec's saveApiNode), so a
+// restarted controller knows every node; the in-memory copy is what the scheduling loop reads.
+namespace gpool::controller {
+
+struct NodeRegistryOptions {
+  // A node without contact for this long goes DOWN (the protocol's `node_down_after`).
+  Micros down_after{std::chrono::seconds(90)};
+};
+
+// Thread-safety: all methods may be called from any thread (one mutex).
+class NodeRegistry {
+ public:
+  // `store` and `clock` must outlive the registry.
+  NodeRegistry(store::Store& store, Clock& clock, NodeRegistryOptions options = {});
+
+  // Loads the nodes the store knows (after a restart). Nodes that were not DOWN count as seen
+  // now, so their agents get `down_after` to reconnect before their jobs are touched.
+  Status load();
+
+  // An agent's hello: stores the node with exactly these GPUs, marks it IDLE (the loop derives
+  // MIXED/ALLOCATED), and returns the new node epoch (strictly increasing per node, also across
+  // controller restarts since it starts from the clock). InvalidArgument for a bad name.
+  Result<int64_t> registerNode(api::Node node);
+
+  // A heartbeat from `name`'s agent. NotFound for an unregistered node; FailedPrecondition for a
+  // DOWN node (its agent must say hello again).
+  Status heartbeat(const std::string& name);
+
+  // Declares DOWN every node silent for longer than `down_after` and returns their names (each
+  // node once, when it goes DOWN).
+  Result<std::vector<std::string>> expireSilent();
+
+  // Admin drain / resume. Drain: no new work on the node (DRAINING); resume: back to IDLE.
+  Status drain(const std::string& name, const std::string& reason);
+  Status resume(const std::string& name);
+
+  // The current node epoch of `name` (0 when unknown).
+  int64_t nodeEpoch(const std::string& name) const;
+
+  std::vector<api::Node> nodes() const;  // ordered by name
+  Result<api::Node> node(const std::string& name) const;
+
+ private:
+  Status saveLocked(const api::Node& node);
+
+  store::Store& store_;
+  Clock& clock_;
+  NodeRegistryOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, api::Node> nodes_;
+  std::map<std::string, int64_t> epochs_;
+};
+
+}  // namespace gpool::controller

@@ -1,0 +1,70 @@
+#include "controller/permissions.h"
+
+#include <algorithm>
+#include <string>
+
+namespace gpool::controller {
+
+std::string_view roleName(Role role) {
+  switch (role) {
+    case Role::kUser: return "user";
+    case Role::kGroupAdmin: return "group_admin";
+    case Role::kAdmin: return "admin";
+  }
+  return "user";
+}
+
+Result<Role> parseRole(std::string_view text) {
+  if (text == "user") return Role::kUser;
+  if (text == "group_admin") return Role::kGroupAdmin;
+  if (text == "admin") return Role::kAdmin;
+  return Status::invalidArgument("unknown role '" + std::string(text) +
+                                 "' (expected user, group_admin or admin)");
+}
+
+std::string_view jobActionName(JobAction action) {
+  switch (action) {
+    case JobAction::kShow: return "show";
+    case JobAction::kCancel: return "cancel";
+    case JobAction::kHold: return "hold";
+    case JobAction::kRelease: return "release";
+    case JobAction::kRequeue: return "requeue";
+  }
+  return "show";
+}
+
+namespace {
+
+bool administers(const Caller& caller, std::string_view group) {
+  if (caller.role != Role::kGroupAdmin || group.empty()) return false;
+  return std::find(caller.admin_groups.begin(), caller.admin_groups.end(), group) !=
+         caller.admin_groups.end();
+}
+
+}  // namespace
+
+Status checkJobAction(const Caller& caller, JobAction action, const JobOwner& owner) {
+  if (caller.role == Role::kAdmin) return Status::ok();
+  if (!caller.user.empty() && caller.user == owner.user) return Status::ok();
+  if (administers(caller, owner.group)) return Status::ok();
+  return Status::permissionDenied(std::string(roleName(caller.role)) + " '" + caller.user +
+                                  "' may not " + std::string(jobActionName(action)) +
+                                  " a job of user '" + owner.user + "' in group '" + owner.group +
+                                  "'");
+}
+
+Status checkSubmit(const Caller& caller, std::string_view as_user, std::string_view group) {
+  if (caller.role == Role::kAdmin) return Status::ok();
+  if (as_user == caller.user) return Status::ok();
+  if (administers(caller, group)) return Status::ok();
+  return Status::permissionDenied(std::string(roleName(caller.role)) + " '" + caller.user +
+                                  "' may not submit as user '" + std::string(as_user) + "'");
+}
+
+Status checkNodeAdmin(const Caller& caller) {
+  if (caller.role == Role::kAdmin) return Status::ok();
+  return Status::permissionDenied(std::string(roleName(caller.role)) + " '" + caller.user +
+                                  "' may not change nodes (admin only)");
+}
+
+}  // namespace gpool::controller

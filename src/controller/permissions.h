@@ -1,0 +1,59 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "common/status.h"
+
+// Who may do what to which job. A pure function of the caller, the action and the job's owner,
+// so the whole matrix (each role x each action x own / group's / other's job) is tested without
+// a store or a server.
+namespace gpool::controller {
+
+enum class Role {
+  kUser,        // "user": own jobs only
+  kGroupAdmin,  // "group_admin": own jobs and the jobs of the groups it administers
+  kAdmin,       // "admin": everything
+};
+std::string_view roleName(Role role);
+// Accepts "user", "group_admin", "admin".
+Result<Role> parseRole(std::string_view text);
+
+// The authenticated identity a request runs as (from the peer credentials or an API token).
+struct Caller {
+  std::string user;
+  uint32_t uid = 0;
+  Role role = Role::kUser;
+  // Groups this caller administers (meaningful for kGroupAdmin).
+  std::vector<std::string> admin_groups;
+};
+
+enum class JobAction {
+  kShow,  // read the job, its events and its environment
+  kCancel,
+  kHold,
+  kRelease,
+  kRequeue,
+};
+std::string_view jobActionName(JobAction action);
+
+// The job an action targets.
+struct JobOwner {
+  std::string user;
+  std::string group;  // may be empty
+};
+
+// OK when `caller` may do `action` on a job owned by `owner`; otherwise PermissionDenied naming
+// the caller, the action and the job's owner.
+Status checkJobAction(const Caller& caller, JobAction action, const JobOwner& owner);
+
+// Submitting as `as_user` into `group`: anyone as themselves, an admin as anyone, a group admin
+// as anyone into one of its groups.
+Status checkSubmit(const Caller& caller, std::string_view as_user, std::string_view group);
+
+// Node registry changes (drain, resume, delete): admins only.
+Status checkNodeAdmin(const Caller& caller);
+
+}  // namespace gpool::controller

@@ -1,0 +1,438 @@
+#include "controller/scheduling_loop.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "api/job.h"
+#include "controller/accounting.h"
+#include "store/api_codec.h"
+
+namespace gpool::controller {
+
+namespace {
+
+sched::Node schedNodeFor(const api::Node& node) {
+  sched::Node out;
+  out.name = node.name;
+  out.labels = node.labels;
+  out.cpu_total_millis = out.cpu_free_millis = node.cpus_milli;
+  out.ram_total_mib = out.ram_free_mib = node.ram_mib;
+  out.schedulable = api::isSchedulable(node.state);
+  for (const api::Gpu& gpu : node.gpus) {
+    sched::Gpu g;
+    g.index = gpu.index;
+    g.uuid = gpu.uuid;
+    g.model = gpu.model;
+    g.compute_capability = gpu.compute_capability.major * 10 + gpu.compute_capability.minor;
+    g.memory_total_mib = g.memory_free_mib = gpu.memory_mib;
+    g.healthy = gpu.health != api::GpuHealth::kUnhealthy;
+    out.gpus.push_back(std::move(g));
+  }
+  std::sort(out.gpus.begin(), out.gpus.end(),
+            [](const sched::Gpu& a, const sched::Gpu& b) { return a.index < b.index; });
+  return out;
+}
+
+sched::PlacementRequest requestFor(int64_t id, const api::JobSpec& spec) {
+  sched::PlacementRequest req;
+  req.job = std::to_string(id);
+  req.tasks = spec.tasks;
+  req.scope = spec.nodes == 1 ? sched::GangScope::kSingleServer : sched::GangScope::kMultiServer;
+  sched::TaskRequest& t = req.task;
+  t.gpus = spec.resources.gpus_milli;
+  t.gpu_memory_mib = spec.resources.gpu_memory_mib;
+  t.gpu_compute = spec.resources.gpu_compute_milli;
+  t.cpu_millis = spec.resources.cpus_milli;
+  t.ram_mib = spec.resources.ram_mib;
+  const api::Constraints& c = spec.constraints;
+  t.constraints.gpu_models = c.gpu_models;
+  if (c.min_compute_capability) {
+    t.constraints.min_compute_capability =
+        c.min_compute_capability->major * 10 + c.min_compute_capability->minor;
+  }
+  t.constraints.min_gpu_memory_mib = c.min_gpu_memory_mib;
+  t.constraints.node_labels = c.node_labels;
+  t.constraints.datasets = c.datasets;
+  return req;
+}
+
+// The api allocations (by node name and GPU UUID) of a pass's decision (by indices).
+std::vector<api::Allocation> apiAllocationsFor(const std::vector<sched::TaskAllocation>& tasks,
+                                               const sched::ClusterState& cluster,
+                                               const api::JobSpec& spec) {
+  std::vector<api::Allocation> out;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const sched::TaskAllocation& t = tasks[i];
+    const sched::Node& node = cluster.node(t.node);
+    api::Allocation a;
+    a.task = static_cast<uint32_t>(i);
+    a.node = node.name;
+    a.cpus_milli = t.cpu_millis;
+    a.ram_mib = t.ram_mib;
+    for (const sched::GpuSlice& s : t.gpus) {
+      const sched::Gpu& gpu = node.gpus[s.gpu_index];
+      api::PerGpuNeed need = api::perGpuNeed(spec.resources, gpu.memory_total_mib);
+      api::Slice slice;
+      slice.gpu_uuid = gpu.uuid;
+      slice.exclusive = need.exclusive;
+      slice.memory_mib = s.memory_mib != 0 ? s.memory_mib : need.memory_mib;
+      slice.compute_milli = need.exclusive ? 1000 : std::max<uint32_t>(1, s.compute);
+      a.slices.push_back(std::move(slice));
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// A running job's allocations in the snapshot's terms; nullopt when a node or GPU it holds is
+// no longer registered (it then holds nothing the pass can see).
+std::optional<std::vector<sched::TaskAllocation>> schedAllocationsFor(
+    const std::vector<api::Allocation>& allocations, const sched::ClusterState& cluster) {
+  std::vector<sched::TaskAllocation> out;
+  for (const api::Allocation& a : allocations) {
+    std::optional<size_t> node = cluster.findNode(a.node);
+    if (!node) return std::nullopt;
+    sched::TaskAllocation t;
+    t.node = *node;
+    t.cpu_millis = a.cpus_milli;
+    t.ram_mib = a.ram_mib;
+    const sched::Node& n = cluster.node(*node);
+    for (const api::Slice& s : a.slices) {
+      auto it = std::find_if(n.gpus.begin(), n.gpus.end(),
+                             [&](const sched::Gpu& g) { return g.uuid == s.gpu_uuid; });
+      if (it == n.gpus.end()) return std::nullopt;
+      t.gpus.push_back(sched::GpuSlice{static_cast<uint32_t>(it - n.gpus.begin()),
+                                       s.exclusive ? it->memory_total_mib : s.memory_mib,
+                                       s.compute_milli});
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+bool endedOk(const std::string& state) {
+  return state == "COMPLETED";
+}
+bool endedBadly(const std::string& state) {
+  return state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT" ||
+         state == "OUT_OF_MEMORY" || state == "NODE_FAIL" || state == "PREEMPTED";
+}
+
+}  // namespace
+
+SchedulingLoop::SchedulingLoop(store::Store& store, NodeRegistry& registry, AgentGateway& gateway,
+                               Clock& clock, LoopOptions options)
+    : store_(store),
+      registry_(registry),
+      gateway_(gateway),
+      clock_(clock),
+      options_(std::move(options)),
+      ledger_(options_.usage_half_life_s),
+      random_(options_.seed),
+      policy_(std::make_unique<sched::BestFitPolicy>()) {}
+
+Status SchedulingLoop::recover() {
+  std::lock_guard lock(mu_);
+  int64_t lookback_s =
+      std::min<int64_t>(4 * std::max<int64_t>(options_.usage_half_life_s, 0), 90 * 24 * 3600);
+  return rebuildLedger(store_, ledger_, clock_.now(), std::chrono::seconds(lookback_s),
+                       std::chrono::hours(24));
+}
+
+Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
+  std::set<std::string> down;
+  for (const api::Node& node : registry_.nodes()) {
+    if (node.state == api::NodeState::kDown) down.insert(node.name);
+  }
+  if (down.empty()) return Status::ok();
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
+                         store_.jobsInStates({"RUNNING", "COMPLETING"}));
+  TimePoint now = clock_.now();
+  for (const store::JobRecord& record : running) {
+    GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+    std::string lost;
+    for (const api::Allocation& a : job.allocations) {
+      if (down.count(a.node)) lost = a.node;
+    }
+    if (lost.empty()) continue;
+    std::string reason = "node " + lost + " not responding";
+    Status moved = store_.transitionJob(
+        store::JobTransition{record.id, {record.state}, "NODE_FAIL", now, reason});
+    if (moved.code() == StatusCode::kFailedPrecondition) continue;  // ended meanwhile
+    GPOOL_RETURN_IF_ERROR(moved);
+    ++report.node_failed;
+    ended_.erase(record.id);
+    preempting_.erase(record.id);
+    // Tasks on nodes still up must stop: the job restarts elsewhere or not at all. Tasks on the
+    // DOWN node are fenced by their agent's expired lease.
+    for (const api::Allocation& a : job.allocations) {
+      if (!down.count(a.node)) {
+        gateway_.cancel(a.node, record.id, a.task, record.epoch, 0, "node_fail");
+      }
+    }
+    if (job.spec.preemptible) {
+      GPOOL_RETURN_IF_ERROR(store_.transitionJob(store::JobTransition{
+          record.id, {"NODE_FAIL"}, "PENDING", now, "requeued after node failure"}));
+    }
+  }
+  return Status::ok();
+}
+
+Status SchedulingLoop::persistStart(const sched::StartDecision& start,
+                                    const store::JobRecord& record,
+                                    const sched::ClusterState& cluster, PassReport& report) {
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+  std::vector<api::Allocation> allocations = apiAllocationsFor(start.allocation, cluster, job.spec);
+  Result<int64_t> epoch =
+      store_.recordPlacement(record.id, store::placementJsonFor(allocations), clock_.now(),
+                             start.backfilled ? "backfilled" : "placed");
+  if (!epoch.ok()) {
+    // Cancelled between the snapshot and now: nothing to start.
+    if (epoch.status().code() == StatusCode::kFailedPrecondition) return Status::ok();
+    return epoch.status();
+  }
+  ++report.started;
+  for (const api::Allocation& a : allocations) {
+    TaskAssignment assignment;
+    assignment.job_id = record.id;
+    assignment.task = a.task;
+    assignment.attempt = record.requeue_count;
+    assignment.lease_epoch = *epoch;
+    assignment.node = a.node;
+    assignment.node_epoch = registry_.nodeEpoch(a.node);
+    assignment.user = record.user;
+    assignment.uid = record.uid;
+    assignment.spec = job.spec;
+    assignment.allocation = a;
+    gateway_.assign(assignment);
+  }
+  return Status::ok();
+}
+
+Result<PassReport> SchedulingLoop::runOnce() {
+  {
+    std::lock_guard wake(wake_mu_);
+    dirty_ = false;
+  }
+  std::lock_guard lock(mu_);
+  PassReport report;
+  GPOOL_ASSIGN_OR_RETURN(report.lost_nodes, registry_.expireSilent());
+  for (const std::string& name : report.lost_nodes)
+    spdlog::warn("node {} is DOWN (not responding)", name);
+  GPOOL_RETURN_IF_ERROR(failJobsOnDownNodes(report));
+
+  TimePoint now = clock_.now();
+  sched::ClusterState cluster;
+  for (const api::Node& node : registry_.nodes())
+    cluster.addNode(schedNodeFor(node));
+
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> records,
+                         store_.jobsInStates({"PENDING", "RUNNING", "COMPLETING"}));
+  std::unordered_map<int64_t, const store::JobRecord*> by_id;
+  std::vector<sched::Job> jobs;
+  jobs.reserve(records.size());
+  const std::string default_qos = options_.scheduler.qos_levels.empty()
+                                      ? std::string("normal")
+                                      : options_.scheduler.qos_levels.front().name;
+  for (const store::JobRecord& record : records) {
+    by_id[record.id] = &record;
+    GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+    sched::Job sj;
+    sj.id = static_cast<sched::JobId>(record.id);
+    sj.user = record.user;
+    sj.group = record.group;
+    sj.qos = job.spec.qos.empty() ? default_qos : job.spec.qos;
+    sj.submit_time = record.submit_time;
+    sj.time_limit_s = job.spec.time_limit_seconds;
+    sj.preemptible = job.spec.preemptible;
+    sj.request = requestFor(record.id, job.spec);
+    if (record.state != "PENDING") {
+      auto allocs = schedAllocationsFor(job.allocations, cluster);
+      if (!allocs) continue;  // on a node not registered (yet): invisible to this pass
+      bool applied = true;
+      for (const sched::TaskAllocation& t : *allocs) {
+        if (!cluster.apply(t).isOk()) applied = false;
+      }
+      if (!applied) spdlog::error("job {}: its placement does not fit its nodes", record.id);
+      sj.state = sched::JobState::kRunning;
+      sj.allocation = std::move(*allocs);
+      sj.start_time = record.start_time.value_or(now);
+      auto p = preempting_.find(record.id);
+      if (p != preempting_.end()) sj.preempt_deadline = p->second;
+      jobs.push_back(std::move(sj));
+      continue;
+    }
+    // Dependencies: met ones are dropped (the pass counts an absent id as met); one that can
+    // never be met cancels the job (Slurm's DependencyNeverSatisfied, with kill_invalid_depend).
+    bool never = false;
+    for (const api::Dependency& dep : job.spec.dependencies) {
+      Result<store::JobRecord> d = store_.getJob(static_cast<int64_t>(dep.job_id));
+      if (!d.ok()) {
+        never = true;
+        break;
+      }
+      bool finished = endedOk(d->state) || endedBadly(d->state);
+      if (!finished) {
+        sj.dependencies.push_back(dep.job_id);
+        continue;
+      }
+      bool met = dep.kind == api::DependencyKind::kAfterAny ||
+                 (dep.kind == api::DependencyKind::kAfterOk && endedOk(d->state)) ||
+                 (dep.kind == api::DependencyKind::kAfterNotOk && endedBadly(d->state));
+      // PREEMPTED and NODE_FAIL may still be requeued; wait rather than decide.
+      if (!met && (d->state == "PREEMPTED" || d->state == "NODE_FAIL")) {
+        sj.dependencies.push_back(dep.job_id);
+        continue;
+      }
+      if (!met) never = true;
+    }
+    if (never) {
+      Status s =
+          store_.recordEnd(record.id, "CANCELLED", std::nullopt, now, "DependencyNeverSatisfied");
+      if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
+      continue;
+    }
+    jobs.push_back(std::move(sj));
+  }
+
+  sched::SchedulerPass pass(*policy_);
+  sched::Decisions decisions = pass.run(cluster, jobs, ledger_, options_.scheduler, now, random_);
+
+  for (const sched::StartDecision& start : decisions.starts) {
+    GPOOL_RETURN_IF_ERROR(
+        persistStart(start, *by_id.at(static_cast<int64_t>(start.job)), cluster, report));
+  }
+  for (const sched::PreemptDecision& p : decisions.preemptions) {
+    const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
+    preempting_[record.id] = now + std::chrono::seconds(p.grace_s);
+    ++report.preempted;
+    GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+    for (const api::Allocation& a : job.allocations)
+      gateway_.cancel(a.node, record.id, a.task, record.epoch, p.grace_s, "preempted");
+  }
+  for (const sched::PendingDecision& p : decisions.pending) {
+    ++report.pending;
+    const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
+    std::string reason(sched::queueReasonName(p.reason));
+    if (record.reason == reason) continue;  // persisted already: no event per pass
+    Status s =
+        store_.transitionJob(store::JobTransition{record.id, {"PENDING"}, "PENDING", now, reason});
+    if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
+  }
+  return report;
+}
+
+Status SchedulingLoop::taskStarted(int64_t job_id, int64_t lease_epoch) {
+  std::lock_guard lock(mu_);
+  return store_.recordStart(job_id, lease_epoch, clock_.now());
+}
+
+Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch,
+                                 int32_t exit_code, TaskOutcome outcome) {
+  std::unique_lock lock(mu_);
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(job_id));
+  if (record.epoch != lease_epoch) {
+    return Status::failedPrecondition("job " + std::to_string(job_id) + ": stale lease epoch " +
+                                      std::to_string(lease_epoch) + " (current " +
+                                      std::to_string(record.epoch) + ")");
+  }
+  if (record.state != "RUNNING" && record.state != "COMPLETING") {
+    return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + record.state +
+                                      ", not running");
+  }
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+  if (task >= job.spec.tasks) {
+    return Status::invalidArgument("job " + std::to_string(job_id) + ": no task " +
+                                   std::to_string(task));
+  }
+  auto& tasks = ended_[job_id];
+  tasks[task] = Ended{outcome, exit_code};
+  if (tasks.size() < job.spec.tasks) return Status::ok();
+
+  // Every task ended: the job's final state is the worst of its tasks'.
+  std::string state = "COMPLETED";
+  std::optional<int32_t> code = 0;
+  for (const auto& [index, e] : tasks) {
+    if (e.outcome == TaskOutcome::kOomKilled)
+      state = "OUT_OF_MEMORY";
+    else if (e.outcome == TaskOutcome::kTimedOut && state != "OUT_OF_MEMORY")
+      state = "TIMEOUT";
+    else if (e.outcome == TaskOutcome::kCancelled && state == "COMPLETED")
+      state = "CANCELLED";
+    else if (e.exit_code != 0 && state == "COMPLETED")
+      state = "FAILED";
+    if (e.exit_code != 0 && code == 0) code = e.exit_code;
+  }
+  ended_.erase(job_id);
+  TimePoint now = clock_.now();
+  Status s;
+  if (preempting_.erase(job_id) > 0) {
+    s = store_.recordPreemption(job_id, /*requeue=*/true, now, "preempted");
+  } else {
+    s = store_.recordEnd(job_id, state, code, now, state == "COMPLETED" ? "" : state);
+  }
+  GPOOL_RETURN_IF_ERROR(s);
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRecord> usage, store_.usageOfJob(job_id));
+  if (!usage.empty()) {
+    auto last = std::max_element(usage.begin(), usage.end(),
+                                 [](const auto& a, const auto& b) { return a.end < b.end; });
+    chargeRun(ledger_, *last);
+  }
+  lock.unlock();
+  jobsChanged();
+  return Status::ok();
+}
+
+void SchedulingLoop::jobsChanged() {
+  {
+    std::lock_guard wake(wake_mu_);
+    dirty_ = true;
+  }
+  wake_cv_.notify_all();
+}
+
+void SchedulingLoop::runningJobCancelled(const store::JobRecord& before) {
+  Result<api::Job> job = store::apiJobFrom(before);
+  if (!job.ok()) {
+    spdlog::error("job {}: cannot read its placement: {}", before.id, job.status().toString());
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    ended_.erase(before.id);
+    preempting_.erase(before.id);
+  }
+  for (const api::Allocation& a : job->allocations) {
+    gateway_.cancel(a.node, before.id, a.task, before.epoch, options_.scheduler.preemption.grace_s,
+                    "cancelled");
+  }
+}
+
+void SchedulingLoop::runUntilStopped(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    Result<PassReport> report = runOnce();
+    if (!report.ok()) {
+      spdlog::error("scheduling pass failed: {}", report.status().toString());
+    } else if (report->started || report->preempted || report->node_failed) {
+      spdlog::info("pass: {} started, {} pending, {} preempted, {} moved off DOWN nodes",
+                   report->started, report->pending, report->preempted, report->node_failed);
+    }
+    std::unique_lock wake(wake_mu_);
+    wake_cv_.wait_for(wake, stop, options_.interval, [this] { return dirty_; });
+  }
+}
+
+double SchedulingLoop::userUsage(const std::string& user) const {
+  std::lock_guard lock(mu_);
+  return ledger_.userUsage(user, clock_.now());
+}
+
+double SchedulingLoop::groupUsage(const std::string& group) const {
+  std::lock_guard lock(mu_);
+  return ledger_.groupUsage(group, clock_.now());
+}
+
+}  // namespace gpool::controller

@@ -1,0 +1,120 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/random.h"
+#include "common/result.h"
+#include "common/status.h"
+#include "controller/agent_gateway.h"
+#include "controller/job_service.h"
+#include "controller/node_registry.h"
+#include "sched/policies.h"
+#include "sched/scheduler.h"
+#include "sched/usage.h"
+#include "store/store.h"
+
+// The controller's scheduling loop: on events (submit, task end, node change) and on a timer,
+// it takes a snapshot (registered nodes + running and pending jobs from the store), runs one
+// sched::SchedulerPass, persists the decisions (placements with a new fencing epoch, pending
+// reasons) and hands the assignments to the AgentGateway. It also applies what agents report
+// (task started / ended, fenced by epoch) and what the node registry finds (lost nodes: their
+// jobs go to NODE_FAIL, or back to PENDING when the job is preemptible, i.e. restartable).
+namespace gpool::controller {
+
+struct LoopOptions {
+  sched::SchedulerConfig scheduler;
+  uint64_t seed = 1;
+  // Fair-share decay half-life (Slurm's PriorityDecayHalfLife).
+  int64_t usage_half_life_s = 7 * 24 * 3600;
+  // The timer: a pass runs at least this often (runUntilStopped only).
+  Micros interval{std::chrono::seconds(10)};
+};
+
+// What one pass did, for logs and tests.
+struct PassReport {
+  size_t started = 0;
+  size_t pending = 0;
+  size_t preempted = 0;
+  size_t node_failed = 0;  // jobs moved off DOWN nodes
+  std::vector<std::string> lost_nodes;
+};
+
+// How a task ended, as an agent reports it.
+enum class TaskOutcome { kExited, kOomKilled, kTimedOut, kCancelled };
+
+// Thread-safety: every public method may be called from any thread; passes and reports are
+// serialised by one mutex, so the store sees one writer of job placements at a time.
+class SchedulingLoop final : public JobListener {
+ public:
+  // All references must outlive the loop.
+  SchedulingLoop(store::Store& store, NodeRegistry& registry, AgentGateway& gateway, Clock& clock,
+                 LoopOptions options);
+
+  // After a restart: rebuilds decayed usage from the store's usage records (4 half-lives, in
+  // daily buckets, capped at 90 days).
+  Status recover();
+
+  // One pass (what the timer and events trigger). Errors are store failures; a job whose state
+  // changed under the pass (cancelled meanwhile) is skipped, not an error.
+  Result<PassReport> runOnce();
+
+  // An agent reports a task's processes started. FailedPrecondition for a stale epoch: the
+  // agent must kill the task.
+  Status taskStarted(int64_t job_id, int64_t lease_epoch);
+  // An agent reports a task ended. When every task of the job has ended the job moves to its
+  // final state (COMPLETED, FAILED for a non-zero exit, OUT_OF_MEMORY, TIMEOUT, CANCELLED; a job
+  // being preempted goes through PREEMPTED back to PENDING). FailedPrecondition for a stale
+  // epoch or a job that is no longer running: reported twice, nothing is recorded twice.
+  Status taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch, int32_t exit_code,
+                   TaskOutcome outcome);
+
+  // JobListener: wake the loop; stop a cancelled job's tasks.
+  void jobsChanged() override;
+  void runningJobCancelled(const store::JobRecord& before) override;
+
+  // Runs passes on events and every `interval` until `stop` is requested (gpoold's thread).
+  // Errors of a pass are logged and the loop goes on.
+  void runUntilStopped(std::stop_token stop);
+
+  // Decayed usage (billed GPU-seconds) the fair-share factor reads.
+  double userUsage(const std::string& user) const;
+  double groupUsage(const std::string& group) const;
+
+ private:
+  Status failJobsOnDownNodes(PassReport& report);
+  Status persistStart(const sched::StartDecision& start, const store::JobRecord& record,
+                      const sched::ClusterState& cluster, PassReport& report);
+
+  store::Store& store_;
+  NodeRegistry& registry_;
+  AgentGateway& gateway_;
+  Clock& clock_;
+  LoopOptions options_;
+
+  mutable std::mutex mu_;  // one pass or report at a time
+  sched::UsageLedger ledger_;
+  SeededRandom random_;
+  std::unique_ptr<sched::PlacementPolicy> policy_;
+  // Tasks reported ended per running job (job id -> task -> outcome, exit code).
+  struct Ended {
+    TaskOutcome outcome = TaskOutcome::kExited;
+    int32_t exit_code = 0;
+  };
+  std::map<int64_t, std::map<uint32_t, Ended>> ended_;
+  // Jobs told to stop for preemption, with the time by which they leave.
+  std::map<int64_t, TimePoint> preempting_;
+
+  std::mutex wake_mu_;
+  std::condition_variable_any wake_cv_;
+  bool dirty_ = true;
+};
+
+}  // namespace gpool::controller

@@ -1,0 +1,91 @@
+#include "controller/node_registry.h"
+
+#include <gtest/gtest.h>
+
+#include "controller/controller_fixture.h"
+
+namespace gpool::controller {
+namespace {
+
+using testing::makeNode;
+
+class NodeRegistryTest : public ::testing::Test {
+ protected:
+  testing::TempDir dir_;
+  std::unique_ptr<store::SqliteStore> store_ = testing::openStore(dir_.path() + "/db");
+  SimClock clock_;
+  NodeRegistryOptions options_{std::chrono::seconds(90)};
+};
+
+TEST_F(NodeRegistryTest, RegisterStoresNodeAndGpus) {
+  NodeRegistry reg(*store_, clock_, options_);
+  auto epoch = reg.registerNode(makeNode("gpu-01", 4));
+  ASSERT_TRUE(epoch.ok()) << epoch.status().toString();
+  auto gpus = store_->listGpus("gpu-01");
+  ASSERT_TRUE(gpus.ok());
+  EXPECT_EQ(gpus->size(), 4u);
+  auto node = reg.node("gpu-01");
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(node->state, api::NodeState::kIdle);
+  EXPECT_EQ(reg.nodeEpoch("gpu-01"), *epoch);
+  // Re-registering (an agent reconnecting) gives a strictly larger epoch, even at the same time.
+  auto again = reg.registerNode(makeNode("gpu-01", 4));
+  ASSERT_TRUE(again.ok());
+  EXPECT_GT(*again, *epoch);
+}
+
+TEST_F(NodeRegistryTest, RejectsBadName) {
+  NodeRegistry reg(*store_, clock_, options_);
+  EXPECT_EQ(reg.registerNode(makeNode("bad name!", 1)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(reg.heartbeat("nobody").code(), StatusCode::kNotFound);
+}
+
+TEST_F(NodeRegistryTest, SilentNodeGoesDownOnceAndHeartbeatsKeepOthersUp) {
+  NodeRegistry reg(*store_, clock_, options_);
+  ASSERT_TRUE(reg.registerNode(makeNode("a", 1)).ok());
+  ASSERT_TRUE(reg.registerNode(makeNode("b", 1)).ok());
+  clock_.advance(std::chrono::seconds(60));
+  ASSERT_TRUE(reg.heartbeat("b").isOk());
+  auto lost = reg.expireSilent();
+  ASSERT_TRUE(lost.ok());
+  EXPECT_TRUE(lost->empty());  // 60 s < 90 s
+  clock_.advance(std::chrono::seconds(31));
+  lost = reg.expireSilent();
+  ASSERT_TRUE(lost.ok());
+  EXPECT_EQ(*lost, std::vector<std::string>{"a"});
+  EXPECT_EQ(reg.node("a")->state, api::NodeState::kDown);
+  EXPECT_EQ(reg.node("b")->state, api::NodeState::kIdle);
+  // Reported once only; the DOWN state is durable.
+  EXPECT_TRUE(reg.expireSilent()->empty());
+  EXPECT_EQ(store_->getNode("a")->state, "DOWN");
+  // A DOWN node's heartbeats are refused until it says hello again.
+  EXPECT_EQ(reg.heartbeat("a").code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(reg.registerNode(makeNode("a", 1)).ok());
+  EXPECT_EQ(reg.node("a")->state, api::NodeState::kIdle);
+}
+
+TEST_F(NodeRegistryTest, DrainSurvivesReconnectAndRestart) {
+  {
+    NodeRegistry reg(*store_, clock_, options_);
+    ASSERT_TRUE(reg.registerNode(makeNode("a", 2)).ok());
+    ASSERT_TRUE(reg.drain("a", "maintenance").isOk());
+    ASSERT_TRUE(reg.registerNode(makeNode("a", 2)).ok());
+    EXPECT_EQ(reg.node("a")->state, api::NodeState::kDraining);
+  }
+  NodeRegistry restarted(*store_, clock_, options_);
+  ASSERT_TRUE(restarted.load().isOk());
+  auto node = restarted.node("a");
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(node->state, api::NodeState::kDraining);
+  EXPECT_EQ(node->state_reason, "maintenance");
+  EXPECT_EQ(node->gpus.size(), 2u);
+  ASSERT_TRUE(restarted.resume("a").isOk());
+  EXPECT_EQ(restarted.node("a")->state, api::NodeState::kIdle);
+  // After a restart every node gets a full down_after to reconnect.
+  clock_.advance(std::chrono::seconds(89));
+  EXPECT_TRUE(restarted.expireSilent()->empty());
+}
+
+}  // namespace
+}  // namespace gpool::controller

@@ -1,0 +1,311 @@
+#include "controller/scheduling_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "controller/accounting.h"
+#include "controller/controller_fixture.h"
+#include "store/api_codec.h"
+
+namespace gpool::controller {
+namespace {
+
+using testing::makeNode;
+using testing::makeSpec;
+
+class FakeGateway : public AgentGateway {
+ public:
+  struct Cancel {
+    std::string node;
+    int64_t job_id;
+    uint32_t task;
+    int64_t epoch;
+    std::string reason;
+  };
+  void assign(const TaskAssignment& a) override { assigned.push_back(a); }
+  void cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
+              int64_t grace_s, const std::string& reason) override {
+    (void)grace_s;
+    cancelled.push_back({node, job_id, task, lease_epoch, reason});
+  }
+  std::vector<TaskAssignment> forJob(int64_t id) const {
+    std::vector<TaskAssignment> out;
+    for (const auto& a : assigned)
+      if (a.job_id == id) out.push_back(a);
+    return out;
+  }
+  std::vector<TaskAssignment> assigned;
+  std::vector<Cancel> cancelled;
+};
+
+Caller alice() {
+  Caller c;
+  c.user = "alice";
+  c.uid = 1001;
+  return c;
+}
+
+// The controller's parts over one SQLite file, rebuilt by restart().
+struct Controller {
+  Controller(const std::string& db, SimClock& clock, AgentGateway& gateway)
+      : store(testing::openStore(db)),
+        registry(*store, clock, NodeRegistryOptions{std::chrono::seconds(90)}),
+        loop(*store, registry, gateway, clock, LoopOptions{}),
+        service(*store, registry, clock, &loop) {}
+  std::unique_ptr<store::SqliteStore> store;
+  NodeRegistry registry;
+  SchedulingLoop loop;
+  JobService service;
+};
+
+class SchedulingLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override { restart(); }
+  void restart() {
+    ctl_.reset();
+    ctl_ = std::make_unique<Controller>(dir_.path() + "/db", clock_, gateway_);
+    ASSERT_TRUE(ctl_->registry.load().isOk());
+    ASSERT_TRUE(ctl_->loop.recover().isOk());
+  }
+  int64_t submit(const api::JobSpec& spec, const std::string& group = "ml") {
+    auto ids = ctl_->service.submit(alice(), SubmitRequest{spec, "", 0, group});
+    EXPECT_TRUE(ids.ok()) << ids.status().toString();
+    return ids.ok() ? ids->front() : 0;
+  }
+  PassReport pass() {
+    auto r = ctl_->loop.runOnce();
+    EXPECT_TRUE(r.ok()) << r.status().toString();
+    return r.ok() ? *r : PassReport{};
+  }
+  std::string state(int64_t id) { return ctl_->store->getJob(id)->state; }
+
+  testing::TempDir dir_;
+  SimClock clock_;
+  FakeGateway gateway_;
+  std::unique_ptr<Controller> ctl_;
+};
+
+TEST_F(SchedulingLoopTest, SubmitPlacedRunningCompleted) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t id = submit(makeSpec(1000));
+  PassReport r = pass();
+  EXPECT_EQ(r.started, 1u);
+  ASSERT_EQ(gateway_.assigned.size(), 1u);
+  const TaskAssignment& a = gateway_.assigned[0];
+  EXPECT_EQ(a.job_id, id);
+  EXPECT_EQ(a.node, "gpu-01");
+  EXPECT_EQ(a.lease_epoch, 1);
+  EXPECT_EQ(a.node_epoch, ctl_->registry.nodeEpoch("gpu-01"));
+  ASSERT_EQ(a.allocation.slices.size(), 1u);
+  EXPECT_TRUE(a.allocation.slices[0].exclusive);
+  EXPECT_EQ(state(id), "RUNNING");
+
+  ASSERT_TRUE(ctl_->loop.taskStarted(id, a.lease_epoch).isOk());
+  EXPECT_EQ(ctl_->loop.taskStarted(id, a.lease_epoch + 1).code(), StatusCode::kFailedPrecondition);
+  clock_.advance(std::chrono::hours(1));
+  ASSERT_TRUE(ctl_->loop.taskEnded(id, 0, a.lease_epoch, 0, TaskOutcome::kExited).isOk());
+  EXPECT_EQ(state(id), "COMPLETED");
+  // A repeated report records nothing twice.
+  EXPECT_EQ(ctl_->loop.taskEnded(id, 0, a.lease_epoch, 0, TaskOutcome::kExited).code(),
+            StatusCode::kFailedPrecondition);
+  auto hours = jobGpuHours(*ctl_->store, id);
+  ASSERT_TRUE(hours.ok());
+  EXPECT_NEAR(*hours, 1.0, 1e-9);
+  EXPECT_NEAR(ctl_->loop.userUsage("alice"), 3600.0, 1e-6);
+  EXPECT_NEAR(ctl_->loop.groupUsage("ml"), 3600.0, 1e-6);
+  // Nothing runs twice (the node is alive: it just has nothing new to run).
+  ASSERT_TRUE(ctl_->registry.heartbeat("gpu-01").isOk());
+  PassReport again = pass();
+  EXPECT_TRUE(again.lost_nodes.empty());
+  EXPECT_EQ(again.started, 0u);
+  EXPECT_EQ(gateway_.assigned.size(), 1u);
+}
+
+TEST_F(SchedulingLoopTest, FailedExitAndOomAreRecorded) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t failed = submit(makeSpec(1000));
+  int64_t oom = submit(makeSpec(1000));
+  EXPECT_EQ(pass().started, 2u);
+  ASSERT_TRUE(ctl_->loop.taskEnded(failed, 0, 1, 3, TaskOutcome::kExited).isOk());
+  ASSERT_TRUE(ctl_->loop.taskEnded(oom, 0, 1, 137, TaskOutcome::kOomKilled).isOk());
+  EXPECT_EQ(state(failed), "FAILED");
+  EXPECT_EQ(ctl_->store->getJob(failed)->exit_code, 3);
+  EXPECT_EQ(state(oom), "OUT_OF_MEMORY");
+}
+
+TEST_F(SchedulingLoopTest, MultiTaskJobEndsWhenEveryTaskEnded) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
+  api::JobSpec spec = makeSpec(1000);
+  spec.tasks = 2;
+  int64_t id = submit(spec);
+  EXPECT_EQ(pass().started, 1u);
+  ASSERT_EQ(gateway_.forJob(id).size(), 2u);
+  ASSERT_TRUE(ctl_->loop.taskEnded(id, 1, 1, 0, TaskOutcome::kExited).isOk());
+  EXPECT_EQ(state(id), "RUNNING");
+  ASSERT_TRUE(ctl_->loop.taskEnded(id, 0, 1, 0, TaskOutcome::kExited).isOk());
+  EXPECT_EQ(state(id), "COMPLETED");
+}
+
+TEST_F(SchedulingLoopTest, PendingReasonIsPersistedOnceWhileUnchanged) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 1)).ok());
+  int64_t first = submit(makeSpec(1000));
+  int64_t second = submit(makeSpec(1000));
+  EXPECT_EQ(pass().started, 1u);
+  EXPECT_EQ(state(first), "RUNNING");
+  auto job = ctl_->store->getJob(second);
+  EXPECT_EQ(job->state, "PENDING");
+  EXPECT_EQ(job->reason, "Resources");
+  size_t events = ctl_->store->jobEvents(second)->size();
+  pass();
+  pass();
+  EXPECT_EQ(ctl_->store->jobEvents(second)->size(), events);
+  // The first ends; the second starts in the next pass.
+  ASSERT_TRUE(ctl_->loop.taskEnded(first, 0, 1, 0, TaskOutcome::kExited).isOk());
+  EXPECT_EQ(pass().started, 1u);
+  EXPECT_EQ(state(second), "RUNNING");
+}
+
+TEST_F(SchedulingLoopTest, LostNodeRequeuesOrFailsWithNewEpoch) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("a", 2)).ok());
+  api::JobSpec restartable = makeSpec(1000, "restartable");
+  restartable.preemptible = true;
+  int64_t requeued = submit(restartable);
+  int64_t failed = submit(makeSpec(1000, "plain"));
+  EXPECT_EQ(pass().started, 2u);
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("b", 2)).ok());
+
+  clock_.advance(std::chrono::seconds(60));
+  ASSERT_TRUE(ctl_->registry.heartbeat("b").isOk());
+  EXPECT_TRUE(pass().lost_nodes.empty());
+  clock_.advance(std::chrono::seconds(31));  // a silent for 91 s, b for 31 s
+  ASSERT_TRUE(ctl_->registry.heartbeat("b").isOk());
+  PassReport r = pass();
+  EXPECT_EQ(r.lost_nodes, std::vector<std::string>{"a"});
+  EXPECT_EQ(r.node_failed, 2u);
+  EXPECT_EQ(state(failed), "NODE_FAIL");
+
+  // The restartable job went back to PENDING and, in the same pass, to node b with a new epoch.
+  auto job = ctl_->store->getJob(requeued);
+  EXPECT_EQ(job->state, "RUNNING");
+  EXPECT_EQ(job->requeue_count, 1);
+  auto assignments = gateway_.forJob(requeued);
+  ASSERT_EQ(assignments.size(), 2u);
+  EXPECT_EQ(assignments[0].node, "a");
+  EXPECT_EQ(assignments[1].node, "b");
+  EXPECT_GT(assignments[1].lease_epoch, assignments[0].lease_epoch);
+  EXPECT_EQ(assignments[1].attempt, 1);
+  // The old attempt's reports are fenced off; the new one's count.
+  EXPECT_EQ(
+      ctl_->loop.taskEnded(requeued, 0, assignments[0].lease_epoch, 0, TaskOutcome::kExited).code(),
+      StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state(requeued), "RUNNING");
+  ASSERT_TRUE(ctl_->loop.taskEnded(requeued, 0, assignments[1].lease_epoch, 0, TaskOutcome::kExited)
+                  .isOk());
+  EXPECT_EQ(state(requeued), "COMPLETED");
+  // The failed job is not placed again.
+  EXPECT_EQ(gateway_.forJob(failed).size(), 1u);
+  pass();
+  EXPECT_EQ(gateway_.forJob(failed).size(), 1u);
+}
+
+TEST_F(SchedulingLoopTest, CancelRunningStopsTasksAndFencesLateReports) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t id = submit(makeSpec(500));
+  EXPECT_EQ(pass().started, 1u);
+  ASSERT_TRUE(ctl_->service.cancel(alice(), id).isOk());
+  ASSERT_EQ(gateway_.cancelled.size(), 1u);
+  EXPECT_EQ(gateway_.cancelled[0].job_id, id);
+  EXPECT_EQ(gateway_.cancelled[0].node, "gpu-01");
+  EXPECT_EQ(gateway_.cancelled[0].reason, "cancelled");
+  EXPECT_EQ(ctl_->loop.taskEnded(id, 0, 1, 143, TaskOutcome::kCancelled).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state(id), "CANCELLED");
+}
+
+TEST_F(SchedulingLoopTest, DependenciesWaitThenStartOrAreCancelled) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
+  int64_t a = submit(makeSpec(1000, "a"));
+  int64_t b = submit(makeSpec(1000, "b"));
+  api::JobSpec after_a = makeSpec(1000, "after-a");
+  after_a.dependencies = {api::Dependency{api::DependencyKind::kAfterOk, uint64_t(a)}};
+  int64_t c = submit(after_a);
+  api::JobSpec after_b = makeSpec(1000, "after-b");
+  after_b.dependencies = {api::Dependency{api::DependencyKind::kAfterOk, uint64_t(b)}};
+  int64_t d = submit(after_b);
+  EXPECT_EQ(pass().started, 2u);
+  EXPECT_EQ(ctl_->store->getJob(c)->reason, "Dependency");
+  ASSERT_TRUE(ctl_->loop.taskEnded(a, 0, 1, 0, TaskOutcome::kExited).isOk());
+  ASSERT_TRUE(ctl_->loop.taskEnded(b, 0, 1, 1, TaskOutcome::kExited).isOk());
+  pass();
+  EXPECT_EQ(state(c), "RUNNING");
+  EXPECT_EQ(state(d), "CANCELLED");
+  EXPECT_EQ(ctl_->store->getJob(d)->reason, "DependencyNeverSatisfied");
+}
+
+TEST_F(SchedulingLoopTest, SlicesShareOneGpuAndAreCountedBySlice) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 1, 40960)).ok());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i)
+    ids.push_back(submit(makeSpec(250)));
+  EXPECT_EQ(pass().started, 4u);
+  for (int64_t id : ids) {
+    auto a = gateway_.forJob(id);
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(a[0].allocation.slices.size(), 1u);
+    EXPECT_FALSE(a[0].allocation.slices[0].exclusive);
+    EXPECT_EQ(a[0].allocation.slices[0].compute_milli, 250u);
+  }
+  clock_.advance(std::chrono::hours(1));
+  for (int64_t id : ids)
+    ASSERT_TRUE(ctl_->loop.taskEnded(id, 0, 1, 0, TaskOutcome::kExited).isOk());
+  for (int64_t id : ids)
+    EXPECT_NEAR(*jobGpuHours(*ctl_->store, id), 0.25, 1e-9);
+  auto report = ctl_->store->usageReport(store::UsageGrouping::kUser,
+                                         clock_.now() - std::chrono::hours(2), clock_.now());
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->size(), 1u);
+  EXPECT_NEAR((*report)[0].gpu_hours, 1.0, 1e-9);
+  EXPECT_NEAR(ctl_->loop.userUsage("alice"), 3600.0, 1e-6);
+}
+
+TEST_F(SchedulingLoopTest, RestartKeepsEveryJobInItsStateAndUsage) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 3)).ok());
+  int64_t completed = submit(makeSpec(1000, "completed"));
+  int64_t running = submit(makeSpec(1000, "running"));
+  int64_t failed = submit(makeSpec(1000, "failed"));
+  int64_t pending = submit(makeSpec(3000, "pending"));
+  int64_t cancelled = submit(makeSpec(1000, "cancelled"));
+  ASSERT_TRUE(ctl_->service.cancel(alice(), cancelled).isOk());
+  EXPECT_EQ(pass().started, 3u);
+  clock_.advance(std::chrono::hours(2));
+  ASSERT_TRUE(ctl_->loop.taskEnded(completed, 0, 1, 0, TaskOutcome::kExited).isOk());
+  ASSERT_TRUE(ctl_->loop.taskEnded(failed, 0, 1, 2, TaskOutcome::kExited).isOk());
+  double usage_before = ctl_->loop.userUsage("alice");
+  std::map<int64_t, std::string> before;
+  for (int64_t id : {completed, running, failed, pending, cancelled})
+    before[id] = state(id);
+  size_t assigned_before = gateway_.assigned.size();
+
+  restart();
+  for (const auto& [id, s] : before)
+    EXPECT_EQ(state(id), s) << "job " << id;
+  auto all = ctl_->store->jobsInStates({});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), before.size());
+  // Usage is rebuilt from the store (daily buckets: equal here, nothing decayed in between).
+  EXPECT_NEAR(ctl_->loop.userUsage("alice"), usage_before, usage_before * 0.01);
+  // The running job keeps its placement: the pass does not start it again, and the pending job
+  // (3 GPUs) still does not fit beside it.
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 3)).ok());
+  EXPECT_EQ(pass().started, 0u);
+  EXPECT_EQ(gateway_.assigned.size(), assigned_before);
+  ASSERT_TRUE(ctl_->loop.taskEnded(running, 0, 1, 0, TaskOutcome::kExited).isOk());
+  EXPECT_EQ(pass().started, 1u);
+  EXPECT_EQ(state(pending), "RUNNING");
+  // New ids continue after the old ones.
+  EXPECT_GT(submit(makeSpec(1000)), cancelled);
+}
+
+}  // namespace
+}  // namespace gpool::controller
