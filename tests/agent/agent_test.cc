@@ -1,0 +1,419 @@
+// The agent's reconciler end to end: the fake GPU backend, the real launcher with real
+// supervisors, users and processes in a temp state directory, and a SimClock for the lease,
+// the intervals and the stray-process grace. Waits are on events (launcher.wait on the
+// supervisor's pidfd, a FIFO the task writes to), never sleeps.
+#include "agent/agent.h"
+
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent_test_util.h"
+#include "gpu/fake_backend.h"
+
+namespace gpool::agent {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = testing::ensureUser(testing::kAlice);
+    if (!why.empty()) GTEST_SKIP() << why;
+    auto layout = CgroupLayout::detect();
+    ASSERT_TRUE(layout.ok());
+    layout_ = *layout;
+    cgroup_skip_ = testing::cgroupSkipReason(layout_);
+    parent_ = testing::uniqueCgroupParent();
+
+    gpu::FakeFixture fixture;
+    fixture.description = "agent test";
+    for (int i = 0; i < 2; ++i) {
+      gpu::FakeGpuSpec g;
+      g.uuid = "GPU-agent-test-" + std::to_string(i);
+      g.pci_bus_id = "00000000:0" + std::to_string(i + 1) + ":00.0";
+      g.model = "NVIDIA A100-SXM4-80GB";
+      g.memory_total_mib = 81920;
+      g.compute_capability_major = 8;
+      fixture.gpus.push_back(g);
+    }
+    fixture.initial.utilization_pct = 0;
+    fixture.initial.memory_utilization_pct = 0;
+    fixture.initial.memory_used_mib = 0;
+    fixture.initial.temperature_c = 40;
+    fixture.initial.power_w = 60;
+    fixture.initial.sm_clock_mhz = 1410;
+    fixture.initial.memory_clock_mhz = 1593;
+    backend_ = std::make_unique<gpu::FakeBackend>(fixture, clock_);
+
+    Launcher::Options o;
+    o.state_root = tmp_.file("tasks");
+    o.supervisor_path = testing::supervisorPath();
+    o.supervisor.use_cgroups = cgroup_skip_.empty();
+    o.supervisor.cgroup_parent = parent_;
+    launcher_ = std::make_unique<Launcher>(o);
+    agent_ = newAgent();
+  }
+
+  void TearDown() override {
+    if (launcher_) {
+      auto tasks = launcher_->adoptAll();
+      for (const TaskInfo& t : tasks.ok() ? *tasks : std::vector<TaskInfo>{}) {
+        if (isTerminal(t.status.state)) continue;
+        (void)launcher_->stop(t.name, StopReason::kCancel, 0);
+        (void)launcher_->wait(t.name, milliseconds(10'000));
+      }
+    }
+    if (!parent_.empty()) testing::removeCgroupParent(layout_, parent_);
+  }
+
+  std::unique_ptr<Agent> newAgent(bool kill_strays = false) {
+    AgentOptions o;
+    o.node_name = "node-a";
+    o.state_dir = tmp_.file("agent");
+    o.vgpu_dir = tmp_.file("vgpu");
+    o.stray_grace = Micros(30'000'000);
+    o.kill_strays = kill_strays;
+    auto a = std::make_unique<Agent>(o, *backend_, *launcher_, clock_);
+    Status s = a->start();
+    EXPECT_TRUE(s.isOk()) << s.toString();
+    return a;
+  }
+
+  json message(const std::string& type, json body) {
+    return json{{"v", 1}, {"type", type}, {"seq", ++seq_}, {"body", std::move(body)}};
+  }
+  void welcome(Agent& a, int64_t epoch = 1) {
+    a.handle(message("welcome", {{"node_epoch", epoch}, {"lease", {{"duration_s", 60}}}}));
+  }
+
+  // A task entry running the helper with `steps`.
+  json entry(int64_t job, int64_t epoch, std::vector<std::string> steps, bool requeueable = false) {
+    std::vector<std::string> argv{testing::helperPath()};
+    argv.insert(argv.end(), steps.begin(), steps.end());
+    return json{
+        {"assignment", {{"job_id", job}, {"task", 0}, {"attempt", 0}, {"lease_epoch", epoch}}},
+        {"requeueable", requeueable},
+        {"launch",
+         {{"argv", argv},
+          {"user", testing::kAlice},
+          {"working_dir", tmp_.path()},
+          {"gpus", {"GPU-agent-test-0"}},
+          {"grace_seconds", 5}}}};
+  }
+  json desired(std::vector<json> tasks, int64_t epoch = 1) {
+    return message("desired_state", {{"node_epoch", epoch}, {"tasks", tasks}});
+  }
+
+  // The messages of `type` in the outbox (which is emptied).
+  std::vector<json> take(Agent& a, const std::string& type) {
+    std::vector<json> out;
+    for (json& m : a.takeOutbox())
+      if (m["type"] == type) out.push_back(std::move(m));
+    return out;
+  }
+
+  TaskStatus waitEnd(const std::string& name) {
+    auto s = launcher_->wait(name, milliseconds(10'000));
+    EXPECT_TRUE(s.ok()) << s.status().toString();
+    return s.ok() ? *s : TaskStatus{};
+  }
+
+  testing::TempDir tmp_;
+  SimClock clock_;
+  CgroupLayout layout_;
+  std::string cgroup_skip_;
+  std::string parent_;
+  std::unique_ptr<gpu::FakeBackend> backend_;
+  std::unique_ptr<Launcher> launcher_;
+  std::unique_ptr<Agent> agent_;
+  int64_t seq_ = 0;
+};
+
+TEST_F(AgentTest, HelloListsGpusAndTasks) {
+  json hello = agent_->helloMessage();
+  EXPECT_EQ(hello["type"], "hello");
+  EXPECT_EQ(hello["v"], 1);
+  EXPECT_EQ(hello["seq"], 1);
+  const json& body = hello["body"];
+  EXPECT_EQ(body["node"]["name"], "node-a");
+  EXPECT_GT(body["node"]["cpu_millis"].get<int64_t>(), 0);
+  ASSERT_EQ(body["gpus"]["gpus"].size(), 2u);
+  EXPECT_EQ(body["gpus"]["gpus"][1]["uuid"], "GPU-agent-test-1");
+  EXPECT_EQ(body["gpus"]["simulated"], true);
+  EXPECT_TRUE(body["tasks"].empty());
+
+  welcome(*agent_);
+  agent_->handle(desired({entry(7, 3, {"wait"})}));
+  json hello2 = agent_->helloMessage();
+  ASSERT_EQ(hello2["body"]["tasks"].size(), 1u);
+  const json& t = hello2["body"]["tasks"][0];
+  EXPECT_EQ(t["assignment"]["job_id"], 7);
+  EXPECT_EQ(t["assignment"]["lease_epoch"], 3);
+  EXPECT_EQ(t["state"], "running");
+  EXPECT_GT(t["pid"].get<int>(), 0);
+  EXPECT_EQ(hello2["body"]["last_node_epoch"], 1);
+}
+
+TEST_F(AgentTest, DesiredStateStartsTaskAndReportsItsExit) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"echo", "hi", "exit", "3"})}));
+  std::vector<json> updates = take(*agent_, "task_update");
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0]["body"]["assignment"]["job_id"], 1);
+  EXPECT_NE(updates[0]["body"]["state"], "starting");
+  EXPECT_EQ(waitEnd("1.0").exit_code, 3);
+  agent_->tick();
+  updates = take(*agent_, "task_update");
+  // The start may already have been reported as exited; then the tick has nothing new.
+  if (!updates.empty()) {
+    ASSERT_EQ(updates.size(), 1u);
+    EXPECT_EQ(updates[0]["body"]["state"], "exited");
+    EXPECT_EQ(updates[0]["body"]["exit_code"], 3);
+    EXPECT_EQ(updates[0]["body"]["final_state"], "FAILED");
+    EXPECT_EQ(updates[0]["body"]["cancelled"], false);
+  }
+  EXPECT_EQ(testing::readOr(launcher_->taskDir("1.0") + "/stdout.log"), "hi\n");
+  // The exit is reported once; a later tick says nothing more about it.
+  agent_->tick();
+  EXPECT_TRUE(take(*agent_, "task_update").empty());
+}
+
+TEST_F(AgentTest, TaskNotDesiredIsStopped) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"wait"}), entry(2, 2, {"wait"})}));
+  EXPECT_EQ(take(*agent_, "task_update").size(), 2u);
+  agent_->handle(desired({entry(2, 2, {"wait"})}));
+  // The kept task's state is reported again (level-triggered).
+  std::vector<json> kept_updates = take(*agent_, "task_update");
+  ASSERT_EQ(kept_updates.size(), 1u);
+  EXPECT_EQ(kept_updates[0]["body"]["assignment"]["job_id"], 2);
+  EXPECT_EQ(kept_updates[0]["body"]["state"], "running");
+  EXPECT_EQ(waitEnd("1.0").state, TaskState::kCancelled);
+  agent_->tick();
+  std::vector<json> updates = take(*agent_, "task_update");
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0]["body"]["assignment"]["job_id"], 1);
+  EXPECT_EQ(updates[0]["body"]["state"], "exited");
+  EXPECT_EQ(updates[0]["body"]["cancelled"], true);
+  auto kept = launcher_->info("2.0");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->status.state, TaskState::kRunning);
+}
+
+TEST_F(AgentTest, CancelStopsTheTask) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(4, 1, {"wait"})}));
+  agent_->handle(
+      message("cancel", {{"assignment", {{"job_id", 4}, {"task", 0}, {"lease_epoch", 1}}},
+                         {"grace_s", 1},
+                         {"reason", "preempted"}}));
+  EXPECT_EQ(waitEnd("4.0").state, TaskState::kPreempted);
+  agent_->tick();
+  std::vector<json> updates = take(*agent_, "task_update");
+  ASSERT_FALSE(updates.empty());
+  EXPECT_EQ(updates.back()["body"]["final_state"], "PREEMPTED");
+  EXPECT_EQ(updates.back()["body"]["stop_reason"], "preempted");
+}
+
+TEST_F(AgentTest, StaleLeaseEpochsAreRefused) {
+  welcome(*agent_, 5);
+  agent_->handle(desired({entry(1, 9, {"wait"})}, 5));
+  take(*agent_, "task_update");
+  // An older attempt of the same task.
+  agent_->handle(message("assign", entry(1, 8, {"exit", "0"})));
+  std::vector<json> errors = take(*agent_, "error");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]["body"]["code"], "stale_epoch");
+  EXPECT_NE(errors[0]["body"]["message"].get<std::string>().find("lease_epoch"), std::string::npos);
+  EXPECT_EQ(launcher_->info("1.0")->status.state, TaskState::kRunning);
+  // A desired state from an older node epoch is ignored: the task keeps running.
+  agent_->handle(desired({}, 4));
+  errors = take(*agent_, "error");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0]["body"]["message"].get<std::string>().find("node_epoch"), std::string::npos);
+  EXPECT_EQ(launcher_->info("1.0")->status.state, TaskState::kRunning);
+  // A newer attempt replaces the running one once it has ended.
+  agent_->handle(message("assign", entry(1, 10, {"wait"})));
+  EXPECT_EQ(waitEnd("1.0").state, TaskState::kPreempted);
+  agent_->tick();
+  std::vector<json> updates = take(*agent_, "task_update");
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0]["body"]["assignment"]["lease_epoch"], 9);
+  EXPECT_EQ(updates[0]["body"]["state"], "exited");
+  EXPECT_EQ(updates[1]["body"]["assignment"]["lease_epoch"], 10);
+  EXPECT_EQ(updates[1]["body"]["state"], "running");
+}
+
+TEST_F(AgentTest, ReconnectReadoptsRunningTasksAndReReportsExits) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"wait"}), entry(2, 1, {"exit", "0"})}));
+  waitEnd("2.0");
+  agent_.reset();  // the agent dies; the supervisors live on
+
+  std::unique_ptr<Agent> again = newAgent();
+  json hello = again->helloMessage();
+  ASSERT_EQ(hello["body"]["tasks"].size(), 2u);
+  const json& running = hello["body"]["tasks"][0];
+  EXPECT_EQ(running["assignment"]["job_id"], 1);
+  EXPECT_EQ(running["assignment"]["lease_epoch"], 1);
+  EXPECT_EQ(running["state"], "running");
+  const json& exited = hello["body"]["tasks"][1];
+  EXPECT_EQ(exited["state"], "exited");
+  EXPECT_EQ(exited["final_state"], "COMPLETED");
+  EXPECT_EQ(exited["exit_code"], 0);
+
+  // The controller still wants both: the running one is kept, the exit reported again.
+  welcome(*again, 2);
+  again->handle(desired({entry(1, 1, {"wait"}), entry(2, 1, {"exit", "0"})}, 2));
+  std::vector<json> updates = take(*again, "task_update");
+  ASSERT_EQ(updates.size(), 2u);
+  EXPECT_EQ(updates[0]["body"]["state"], "running");
+  EXPECT_EQ(updates[1]["body"]["state"], "exited");
+  EXPECT_EQ(updates[1]["body"]["exit_code"], 0);
+  EXPECT_EQ(launcher_->info("1.0")->status.state, TaskState::kRunning);
+}
+
+TEST_F(AgentTest, SelfFencingStopsRequeueableTasksAndRefusesNewStarts) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"wait"}, true), entry(2, 1, {"wait"}, false)}));
+  agent_->tick();
+  take(*agent_, "task_update");
+  clock_.advance(Micros(61'000'000));  // no lease renewal for longer than the lease
+  agent_->tick();
+  EXPECT_EQ(waitEnd("1.0").state, TaskState::kPreempted);
+  EXPECT_EQ(launcher_->info("2.0")->status.state, TaskState::kRunning);
+  std::vector<json> beats = take(*agent_, "heartbeat");
+  ASSERT_FALSE(beats.empty());
+  EXPECT_EQ(beats.back()["body"]["lease_ok"], false);
+  // A new assignment while fenced is not started...
+  agent_->handle(message("assign", entry(3, 1, {"wait"})));
+  agent_->tick();
+  EXPECT_EQ(launcher_->info("3.0").status().code(), StatusCode::kNotFound);
+  // ...until the lease is renewed.
+  agent_->handle(message(
+      "lease", {{"node_epoch", 1}, {"valid_until", toUnixMicros(clock_.now()) + 60'000'000}}));
+  agent_->tick();
+  auto started = launcher_->info("3.0");
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(started->status.state, TaskState::kRunning);
+}
+
+TEST_F(AgentTest, StrayProcessIsReportedThenKilledByPolicy) {
+  welcome(*agent_);
+  agent_->handle(message("welcome", {{"node_epoch", 1}, {"config", {{"stray_policy", "kill"}}}}));
+  // A pid far above any live process: it belongs to no task.
+  const int stray = 4'000'000;
+  ASSERT_TRUE(backend_->startProcess("GPU-agent-test-1", stray, 512).isOk());
+  agent_->tick();
+  std::vector<json> health = take(*agent_, "health");
+  ASSERT_EQ(health.size(), 1u);
+  json findings = health[0]["body"]["findings"];
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0]["check"], "stray_process");
+  EXPECT_EQ(findings[0]["pid"], stray);
+  EXPECT_EQ(findings[0]["action"], "reported");
+  EXPECT_TRUE(backend_->kills().empty());  // within the grace period
+  clock_.advance(Micros(31'000'000));
+  agent_->tick();
+  ASSERT_EQ(backend_->kills().size(), 1u);
+  EXPECT_EQ(backend_->kills()[0].pid, stray);
+  health = take(*agent_, "health");
+  ASSERT_EQ(health.size(), 1u);
+  EXPECT_EQ(health[0]["body"]["findings"][0]["action"], "killed");
+  // A task's own GPU process is not stray.
+  agent_->handle(desired({entry(5, 1, {"wait"})}));
+  int pid = launcher_->info("5.0")->status.task_pid;
+  ASSERT_TRUE(backend_->startProcess("GPU-agent-test-0", pid, 100).isOk());
+  clock_.advance(Micros(100'000'000));
+  agent_->tick();
+  health = take(*agent_, "health");
+  ASSERT_EQ(health.size(), 1u);
+  EXPECT_TRUE(health[0]["body"]["findings"].empty()) << health[0].dump();
+  EXPECT_EQ(backend_->kills().size(), 1u);
+}
+
+TEST_F(AgentTest, TelemetryAndHeartbeatFollowTheirIntervals) {
+  welcome(*agent_);
+  agent_->tick();
+  std::vector<json> out = agent_->takeOutbox();
+  int beats = 0, samples = 0;
+  for (const json& m : out) {
+    beats += m["type"] == "heartbeat";
+    samples += m["type"] == "telemetry";
+  }
+  EXPECT_EQ(beats, 1);
+  EXPECT_EQ(samples, 1);
+  EXPECT_EQ(take(*agent_, "telemetry").size(), 0u);
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  out = agent_->takeOutbox();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]["type"], "heartbeat");
+  EXPECT_EQ(out[0]["body"]["lease_ok"], true);
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(take(*agent_, "telemetry").size(), 1u);
+}
+
+TEST_F(AgentTest, SliceTaskGetsAVgpuRegion) {
+  welcome(*agent_);
+  json e = entry(6, 1, {"env", "exit", "0"});
+  e["launch"]["slice"] = {{"memory_mib", 1024}, {"compute_milli", 250}};
+  agent_->handle(desired({e}));
+  std::string region = tmp_.file("vgpu") + "/6.0.gpu0";
+  waitEnd("6.0");
+  std::string env = testing::readOr(launcher_->taskDir("6.0") + "/stdout.log");
+  EXPECT_NE(env.find("GPOOL_VGPU_REGIONS=" + region), std::string::npos) << env;
+  agent_->tick();
+  // The region is removed once the exit is reported.
+  struct stat st;
+  EXPECT_NE(::stat(region.c_str(), &st), 0);
+}
+
+TEST_F(AgentTest, MalformedMessagesGetAnErrorNamingTheField) {
+  auto errorFor = [&](const json& msg) {
+    agent_->handle(msg);
+    std::vector<json> errors = take(*agent_, "error");
+    EXPECT_EQ(errors.size(), 1u) << msg.dump();
+    return errors.empty() ? json() : errors[0]["body"];
+  };
+  json e = errorFor(json{{"v", 1}, {"type", "welcome"}, {"body", json::object()}});
+  EXPECT_EQ(e["code"], "invalid_argument");
+  EXPECT_NE(e["message"].get<std::string>().find("seq"), std::string::npos) << e;
+
+  e = errorFor(json{{"v", 2}, {"type", "welcome"}, {"seq", 1}, {"body", json::object()}});
+  EXPECT_EQ(e["code"], "unsupported_version");
+
+  e = errorFor(message("reboot", json::object()));
+  EXPECT_EQ(e["code"], "unimplemented");
+
+  json bad = entry(1, 1, {"wait"});
+  bad["launch"]["argvv"] = bad["launch"]["argv"];
+  e = errorFor(desired({bad}));
+  EXPECT_EQ(e["code"], "invalid_argument");
+  EXPECT_NE(e["message"].get<std::string>().find("body.tasks[0].launch.argvv"), std::string::npos)
+      << e;
+  EXPECT_EQ(e["in_reply_to"], seq_);
+
+  bad = entry(1, 1, {"wait"});
+  bad["assignment"].erase("lease_epoch");
+  e = errorFor(message("assign", bad));
+  EXPECT_NE(e["message"].get<std::string>().find("assignment.lease_epoch"), std::string::npos) << e;
+
+  e = errorFor(message("cancel", {{"assignment", {{"job_id", 1}, {"task", 0}, {"lease_epoch", 1}}},
+                                  {"signal", "HUP"}}));
+  EXPECT_NE(e["message"].get<std::string>().find("signal"), std::string::npos) << e;
+  // Nothing was started by any of them.
+  EXPECT_EQ(launcher_->info("1.0").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpool::agent
