@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -124,18 +125,39 @@ Result<std::unique_ptr<PgServer>> PgServer::start(const PgServerOptions& options
                      " -c listen_addresses= -c max_connections=40 -c shared_buffers=32MB"
                      " -c min_wal_size=32MB -c max_wal_size=256MB" +
                      (options.fsync ? "" : " -c fsync=off -c full_page_writes=off");
+  // The watchdog first, so that even a server that fails half-way through starting is cleaned
+  // up. Everything it needs is prepared before fork(); the child only reads and execs.
+  const std::string cleanup = as + bin + "pg_ctl -D " + server->data_dir_ +
+                              " -m immediate -w stop >/dev/null 2>&1; rm -rf " + server->root_;
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return Status::ioError("pipe2 failed");
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::ioError("fork of the PostgreSQL watchdog failed");
+  if (pid == 0) {
+    ::close(pipe_fds[1]);
+    char byte;
+    while (::read(pipe_fds[0], &byte, 1) != 0) {
+    }
+    ::execl("/bin/sh", "sh", "-c", cleanup.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipe_fds[0]);
+  server->watchdog_fd_ = pipe_fds[1];
+  server->watchdog_pid_ = pid;
+
   GPOOL_RETURN_IF_ERROR(run(as + bin + "pg_ctl -D " + server->data_dir_ + " -o \"" + opts +
                             "\" -w -t 60 -l " + server->socket_dir_ +
                             "/server.log start >/dev/null")
                             .withContext("starting the PostgreSQL test server"));
-  server->running_ = true;
   return server;
 }
 
 PgServer::~PgServer() {
-  if (running_) {
-    const std::string as = as_postgres_ ? "runuser -u postgres -- " : "";
-    (void)run(as + bin_dir_ + "/pg_ctl -D " + data_dir_ + " -m immediate -w stop >/dev/null");
+  // Closing the pipe is what stops the server (see the class comment); wait for it.
+  if (watchdog_pid_ > 0) {
+    ::close(watchdog_fd_);
+    int status = 0;
+    ::waitpid(watchdog_pid_, &status, 0);
   }
   std::error_code ec;
   if (!root_.empty()) fs::remove_all(root_, ec);

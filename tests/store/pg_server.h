@@ -21,6 +21,10 @@ struct PgServerOptions {
 // processes never collide). Run as the `postgres` system user when the caller is root
 // (PostgreSQL refuses to run as root), as the caller otherwise.
 //
+// The server never outlives the test process: a watchdog child holds the read end of a pipe
+// whose write end only this process has; when the pipe closes (normal exit, crash, sanitizer
+// abort or SIGKILL alike) it stops the server and removes its directory.
+//
 // initdb runs once per build tree: its result is kept as a template under the build directory
 // (guarded by a file lock) and copied for each server, which makes a start cost ~0.3 s.
 //
@@ -43,7 +47,8 @@ class PgServer {
   std::string data_dir_;
   std::string socket_dir_;
   bool as_postgres_ = false;
-  bool running_ = false;
+  int watchdog_fd_ = -1;  // write end of the watchdog's pipe
+  int watchdog_pid_ = -1;
 };
 
 }  // namespace gpool::store::testing
