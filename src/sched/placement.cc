@@ -370,6 +370,7 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
   const double eps = policy.tieEpsilon();
   const GpuChoices choices = policy.gpuChoices();
   const bool random_within = policy.randomWithinNode();
+  const std::vector<uint32_t>* order = policy.tieOrder(cluster.size(), random);
   const bool soft = !task.constraints.datasets.empty() || !used_nodes.empty();
   TaskAllocation scratch, pick;
   for (size_t n = 0; n < cluster.size(); ++n) {
@@ -401,7 +402,9 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
       ties = 1;
     } else if (tie) {
       ++ties;
-      if (random.uniform(ties) == 0) {
+      bool take =
+          order != nullptr ? (*order)[n] < (*order)[best.alloc.node] : random.uniform(ties) == 0;
+      if (take) {
         best.alloc = pick;
         best.score = std::max(best.score, pick_score);
       }
@@ -550,7 +553,9 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
   size_t best_locality = 0;
   uint64_t ties = 0;
   std::vector<TaskAllocation> best_tasks;
+  size_t best_node = 0;
   const double eps = policy.tieEpsilon();
+  const std::vector<uint32_t>* order = policy.tieOrder(cluster.size(), random);
   for (size_t n = 0; n < cluster.size(); ++n) {
     if (!fitsNow(cluster.node(n), task)) continue;
     std::vector<TaskAllocation> tasks;
@@ -582,9 +587,12 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
       best_score = score;
       best_locality = locality;
       best_tasks = std::move(tasks);
+      best_node = n;
       ties = 1;
-    } else if (tie && random.uniform(++ties) == 0) {
+    } else if (tie && (order != nullptr ? (*order)[n] < (*order)[best_node]
+                                        : random.uniform(++ties) == 0)) {
       best_tasks = std::move(tasks);
+      best_node = n;
     }
   }
   if (!found) {

@@ -101,6 +101,15 @@ class PlacementPolicy {
   virtual bool randomWithinNode() const { return false; }
   // Candidates whose scores differ by less than this count as ties (broken at random).
   virtual double tieEpsilon() const { return 1e-9; }
+  // How ties between equally scored nodes are broken (after data locality and gang reuse):
+  // nullptr (the default) means uniformly at random; otherwise a rank per node, and the node
+  // of lowest rank wins. A policy that wants a fixed order draws it from `random` on the first
+  // call and keeps it while the pool has `nodes` nodes. Not thread-safe, like score().
+  virtual const std::vector<uint32_t>* tieOrder(size_t nodes, Random& random) {
+    (void)nodes;
+    (void)random;
+    return nullptr;
+  }
   // Told after the caller applied a placement this policy chose, for policies that remember
   // what runs where (e.g. GpuClustering). The default does nothing.
   virtual void notePlaced(const ClusterState& cluster, const TaskRequest& task,

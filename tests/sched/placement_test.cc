@@ -237,6 +237,46 @@ TEST(Policies, GpuPackingPrefersSharedGpusThenUsedNodesThenIdleNodes) {
   EXPECT_DOUBLE_EQ(p.score(c, whole(1), on_idle), 25.0);
 }
 
+TEST(Policies, GpuPackingAndClusteringBreakTiesByOneRandomNodeOrderPerRun) {
+  // As the published simulator: CPU-only tasks score the same on every node, and the tie goes
+  // to the earliest node of an order drawn once, so they pile onto one node instead of
+  // spreading like Random's fresh draws.
+  ClusterState base;
+  for (int i = 0; i < 16; ++i)
+    base.addNode(makeNode("n" + std::to_string(i), 8, 64));
+  TaskRequest cpu_only;
+  cpu_only.cpu_millis = 1000;
+  auto nodesUsed = [&](PlacementPolicy& p, uint64_t seed) {
+    ClusterState c = base;
+    SeededRandom random(seed);
+    std::set<size_t> used;
+    PlacementRequest req;
+    req.job = "j";
+    req.task = cpu_only;
+    for (int k = 0; k < 10; ++k) {
+      auto r = place(c, req, p, random);
+      EXPECT_TRUE(r.placed);
+      if (!r.placed) break;
+      EXPECT_TRUE(c.apply(r.tasks[0]).isOk());
+      used.insert(r.tasks[0].node);
+    }
+    return used;
+  };
+  std::set<size_t> first_nodes;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    GpuPackingPolicy packing;
+    auto used = nodesUsed(packing, seed);
+    EXPECT_EQ(used.size(), 1u) << "seed " << seed;
+    if (!used.empty()) first_nodes.insert(*used.begin());
+    GpuClusteringPolicy clustering;
+    EXPECT_EQ(nodesUsed(clustering, seed), used) << "seed " << seed;
+  }
+  // The order differs between runs (seeds).
+  EXPECT_GT(first_nodes.size(), 1u);
+  RandomPolicy random_policy;
+  EXPECT_GT(nodesUsed(random_policy, 1).size(), 1u);
+}
+
 TEST(Policies, GpuClusteringGroupsSameKindOfTasks) {
   ClusterState c;
   size_t a = c.addNode(makeNode("a", 8, 64));
