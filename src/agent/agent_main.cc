@@ -1,0 +1,164 @@
+// gpool-agent: the node agent. Connects to the controller's /v1/agent WebSocket (TLS with a
+// bearer token, or the controller's Unix socket for a single-machine pool), sends `hello` on
+// every (re)connect, feeds every frame to the Agent and ticks it once a second.
+//
+// The Agent is not thread-safe; one mutex serialises the client's I/O thread (frames,
+// connects) and the main thread (ticks), so that `hello` is always the first frame of a
+// connection.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/launcher.h"
+#include "agent/sys_util.h"
+#include "gpu/backend_factory.h"
+#include "net/client.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void onSignal(int) {
+  g_stop = true;
+}
+
+std::string exeDir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gpool;
+  CLI::App app{"gpool-agent: the gpool node agent"};
+  std::string node_name;
+  std::string controller;  // host:port
+  std::string unix_socket;
+  std::string ca_file;
+  std::string token_file = "/var/lib/gpool/agent/credential";
+  std::string state_dir = "/var/lib/gpool/agent";
+  std::string supervisor = exeDir() + "/gpool-supervisor";
+  std::string fixture;
+  std::string vgpu_dir = "/run/gpool/vgpu";
+  std::string interposer;
+  std::string cgroup_parent = "gpool";
+  bool no_cgroups = false;
+  app.add_option("--node", node_name, "this node's name")->required();
+  app.add_option("--controller", controller, "the controller's TLS listener, host:port");
+  app.add_option("--unix-socket", unix_socket, "the controller's Unix socket instead");
+  app.add_option("--ca", ca_file, "PEM file of the CA for the controller's certificate");
+  app.add_option("--token-file", token_file, "file holding the node credential or join token");
+  app.add_option("--state-dir", state_dir, "the agent's and its tasks' state directory");
+  app.add_option("--supervisor", supervisor, "the gpool-supervisor executable");
+  app.add_option("--fake-fixture", fixture, "play this GPU fixture (simulated GPUs)");
+  app.add_option("--vgpu-dir", vgpu_dir, "where shared-slice regions are created");
+  app.add_option("--interposer", interposer, "libgpool-vgpu.so to preload into slice tasks");
+  app.add_option("--cgroup-parent", cgroup_parent, "cgroup below which tasks run");
+  app.add_flag("--no-cgroups", no_cgroups, "run tasks without cgroups (tests, containers)");
+  CLI11_PARSE(app, argc, argv);
+  if (controller.empty() == unix_socket.empty()) {
+    std::fprintf(stderr, "gpool-agent: give exactly one of --controller and --unix-socket\n");
+    return 2;
+  }
+
+  RealClock clock;
+  gpu::GpuBackendOptions backend_options;
+  backend_options.fake_fixture = fixture;
+  backend_options.node_name = node_name;
+  auto backend = gpu::makeGpuBackend(backend_options, clock);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "gpool-agent: %s\n", backend.status().toString().c_str());
+    return 1;
+  }
+  agent::Launcher::Options launcher_options;
+  launcher_options.state_root = state_dir + "/tasks";
+  launcher_options.supervisor_path = supervisor;
+  launcher_options.supervisor.use_cgroups = !no_cgroups;
+  launcher_options.supervisor.cgroup_parent = cgroup_parent;
+  agent::Launcher launcher(launcher_options);
+
+  agent::AgentOptions options;
+  options.node_name = node_name;
+  options.state_dir = state_dir + "/assignments";
+  options.vgpu_dir = vgpu_dir;
+  options.interposer_path = interposer;
+  agent::Agent core(options, **backend, launcher, clock);
+  if (Status s = core.start(); !s.isOk()) {
+    std::fprintf(stderr, "gpool-agent: %s\n", s.toString().c_str());
+    return 1;
+  }
+
+  net::WebSocketClientOptions ws;
+  if (!unix_socket.empty()) {
+    ws.endpoint = net::ClientEndpoint::unixSocket(unix_socket);
+  } else {
+    size_t colon = controller.rfind(':');
+    if (colon == std::string::npos) {
+      std::fprintf(stderr, "gpool-agent: --controller must be host:port\n");
+      return 2;
+    }
+    std::string token;
+    if (auto text = agent::readFile(token_file); text.ok()) {
+      token = *text;
+      while (!token.empty() && (token.back() == '\n' || token.back() == ' '))
+        token.pop_back();
+    }
+    ws.endpoint = net::ClientEndpoint::tls(controller.substr(0, colon),
+                                           std::stoi(controller.substr(colon + 1)), ca_file, token);
+  }
+  ws.target = "/v1/agent";
+
+  std::mutex mu;  // serialises every use of `core`
+  net::WebSocketClient* client_ptr = nullptr;
+  auto flush = [&]() {
+    for (const nlohmann::json& m : core.takeOutbox())
+      (void)client_ptr->send(m.dump());
+  };
+  ws.on_connect = [&]() {
+    std::lock_guard<std::mutex> lock(mu);
+    (void)core.takeOutbox();  // messages for the old connection: the hello supersedes them
+    (void)client_ptr->send(core.helloMessage().dump());
+  };
+  ws.on_message = [&](std::string text) {
+    nlohmann::json msg = nlohmann::json::parse(text, nullptr, false);
+    std::lock_guard<std::mutex> lock(mu);
+    if (msg.is_discarded()) msg = nlohmann::json::object();  // answered as malformed
+    core.handle(msg);
+    flush();
+  };
+  ws.on_disconnect = [](const Status& why) {
+    std::fprintf(stderr, "gpool-agent: disconnected: %s\n", why.toString().c_str());
+  };
+  net::WebSocketClient client(ws);
+  client_ptr = &client;
+  ::signal(SIGINT, onSignal);
+  ::signal(SIGTERM, onSignal);
+  client.start();
+  while (!g_stop) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      core.tick();
+      if (client.connected()) {
+        flush();
+      } else {
+        (void)core.takeOutbox();  // the next hello reports the full state
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  client.stop();
+  return 0;
+}
