@@ -2,8 +2,9 @@
 // or a PostgreSQL connection string), rebuilds its view (nodes, usage), runs the scheduling loop
 // on its own thread and stops cleanly on SIGTERM or SIGINT. docs/controller.md.
 //
-// Not yet here: the HTTP API and the agents' WebSocket (src/net); until they are wired in, the
-// agent gateway only logs the assignments it would send.
+// With `controller.socket` set it serves the REST API (api_routes.h) on that Unix socket. Not yet
+// here: the agents' WebSocket; until it is wired in, the agent gateway only logs the assignments
+// it would send.
 #include <pthread.h>
 #include <signal.h>
 
@@ -19,11 +20,14 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "controller/api_routes.h"
 #include "controller/job_service.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
 #include "logging/log_config.h"
 #include "logging/logging.h"
+#include "net/router.h"
+#include "net/server.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
@@ -49,6 +53,7 @@ class LoggingGateway final : public AgentGateway {
 struct Settings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
+  std::string socket;  // the API's Unix socket; empty: no API
   int64_t node_down_after_s = 90;
   int64_t schedule_interval_s = 10;
   int64_t usage_half_life_s = 7 * 24 * 3600;
@@ -63,6 +68,7 @@ Result<Settings> readSettings(const std::string& path) {
   config::ConfigSection ctl = root.section("controller");
   s.store = ctl.getString("store", "/var/lib/gpool/gpool.db");
   s.sqlite_synchronous = ctl.getString("sqlite_synchronous", "FULL");
+  s.socket = ctl.getString("socket", "");
   if (s.sqlite_synchronous != "FULL" && s.sqlite_synchronous != "NORMAL") {
     ctl.fail("sqlite_synchronous", "must be FULL or NORMAL");
   }
@@ -138,6 +144,21 @@ int run(const std::string& config_path, bool once) {
               << " nodes=" << registry.nodes().size() << std::endl;
     return 0;
   }
+  std::unique_ptr<net::Server> server;
+  if (!settings->socket.empty()) {
+    net::Router router;
+    if (Status s = addApiRoutes(router, **store, service, registry); !s.isOk()) {
+      spdlog::error("cannot set up the API routes: {}", s.toString());
+      return 1;
+    }
+    net::ServerOptions server_options;
+    server_options.unix_socket_path = settings->socket;
+    server = std::make_unique<net::Server>(server_options, std::move(router));
+    if (Status s = server->start(); !s.isOk()) {
+      spdlog::error("cannot serve the API on {}: {}", settings->socket, s.toString());
+      return 1;
+    }
+  }
   std::jthread scheduler([&loop](std::stop_token stop) { loop.runUntilStopped(stop); });
   spdlog::info("gpoold started (store {}, {} nodes known)", settings->store,
                registry.nodes().size());
@@ -146,6 +167,7 @@ int run(const std::string& config_path, bool once) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("gpoold stopping on signal {}", sig);
+  if (server) server->stop();
   scheduler.request_stop();
   scheduler.join();
   spdlog::info("gpoold stopped");

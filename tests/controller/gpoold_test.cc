@@ -12,7 +12,10 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "controller/controller_fixture.h"
+#include "net/client.h"
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -97,6 +100,70 @@ TEST_F(GpooldTest, OncePlacesWhatTheStoreHolds) {
   auto running = store->jobsInStates({"RUNNING"});
   ASSERT_TRUE(running.ok());
   EXPECT_EQ(running->size(), 1u);
+}
+
+// The REST API over the Unix socket: the test process is the peer (kernel credentials).
+TEST_F(GpooldTest, ServesJobsOverItsUnixSocket) {
+  {
+    auto store = testing::openStore(db_);
+    ASSERT_TRUE(store::saveApiNode(*store, testing::makeNode("gpu-01", 2)).isOk());
+  }
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child = spawn({"--config", writeConfig("socket = \"" + sock + "\"\n")});
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient client(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto health = client.get("/v1/health");
+    ASSERT_TRUE(health.ok()) << health.status().toString();
+    EXPECT_EQ(health->status, 200);
+
+    auto submitted = client.post("/v1/jobs?group=ml", api::toJson(testing::makeSpec(500)).dump());
+    ASSERT_TRUE(submitted.ok());
+    ASSERT_EQ(submitted->status, 201) << submitted->body;
+    int64_t id = nlohmann::json::parse(submitted->body)["ids"][0].get<int64_t>();
+
+    auto shown = client.get("/v1/jobs/" + std::to_string(id));
+    ASSERT_TRUE(shown.ok());
+    ASSERT_EQ(shown->status, 200) << shown->body;
+    EXPECT_EQ(nlohmann::json::parse(shown->body)["group"], "ml");
+
+    auto listed = client.get("/v1/jobs?limit=10");
+    ASSERT_TRUE(listed.ok());
+    ASSERT_EQ(listed->status, 200) << listed->body;
+    EXPECT_EQ(nlohmann::json::parse(listed->body)["jobs"].size(), 1u);
+
+    auto cancelled = client.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(cancelled.ok());
+    EXPECT_EQ(cancelled->status, 200) << cancelled->body;
+    auto again = client.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->status, 409) << again->body;
+
+    auto nodes = client.get("/v1/nodes");
+    ASSERT_TRUE(nodes.ok());
+    EXPECT_EQ(nlohmann::json::parse(nodes->body)["nodes"].size(), 1u);
+
+    // Bad input is a 4xx naming the field, never a 500.
+    auto bad_json = client.post("/v1/jobs", "{not json");
+    ASSERT_TRUE(bad_json.ok());
+    EXPECT_EQ(bad_json->status, 400);
+    api::JobSpec too_big = testing::makeSpec(9000);
+    auto impossible = client.post("/v1/jobs", api::toJson(too_big).dump());
+    ASSERT_TRUE(impossible.ok());
+    EXPECT_EQ(impossible->status, 400);
+    EXPECT_NE(impossible->body.find("job.resources.gpus"), std::string::npos) << impossible->body;
+    auto bad_limit = client.get("/v1/jobs?limit=0");
+    ASSERT_TRUE(bad_limit.ok());
+    EXPECT_EQ(bad_limit->status, 400);
+    auto bad_id = client.get("/v1/jobs/abc");
+    ASSERT_TRUE(bad_id.ok());
+    EXPECT_EQ(bad_id->status, 400);
+    auto missing = client.get("/v1/jobs/999999");
+    ASSERT_TRUE(missing.ok());
+    EXPECT_EQ(missing->status, 404);
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
 }
 
 TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
