@@ -87,7 +87,18 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
                                                .count());
   }
 
-  ~Impl() { stop(); }
+  ~Impl() {
+    stop();
+    // Sessions that never ran (e.g. accepted just before stop) stay registered and hold
+    // executors of ioc_. ioc_ is declared after sessions_ and so destroyed before it; release
+    // them now, outside the lock, while ioc_ is still alive (ASan caught the use after free).
+    std::map<SessionControl*, std::shared_ptr<SessionControl>> leftover;
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu_);
+      leftover.swap(sessions_);
+    }
+    leftover.clear();
+  }
 
   Status start();
   void stop();
