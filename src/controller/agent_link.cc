@@ -1,5 +1,6 @@
 #include "controller/agent_link.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <vector>
