@@ -170,8 +170,12 @@ class AgentEndToEndTest : public ::testing::Test {
   }
   void TearDown() override {
     http_.reset();
-    if (agent_.pid > 0) EXPECT_EQ(stop(agent_), 0);
-    if (gpoold_.pid > 0) EXPECT_EQ(stop(gpoold_), 0);
+    if (agent_.pid > 0) {
+      EXPECT_EQ(stop(agent_), 0);
+    }
+    if (gpoold_.pid > 0) {
+      EXPECT_EQ(stop(gpoold_), 0);
+    }
   }
 
   // Submits `command` (through /bin/sh -c) as the test user, over the socket with its uid.
