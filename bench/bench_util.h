@@ -31,9 +31,14 @@ struct Figures {
 // true on success), makes one warm-up call outside the measurement (connects), then calls it
 // until `seconds` have passed or, when `calls_per_client` > 0, that many times. All threads
 // start together once every one has warmed up.
+//
+// With `rate_per_client` > 0 each client paces itself instead (an open loop): call k is due at
+// start + k / rate, the client waits for that moment when it is early, and the latency counts
+// from the due time, so a server that falls behind is charged for the queueing it causes
+// (no coordinated omission).
 inline Figures drive(const std::string& name, int clients, double seconds,
                      const std::function<std::function<bool()>()>& make_client,
-                     int calls_per_client = 0, bool warm_up = true) {
+                     int calls_per_client = 0, bool warm_up = true, double rate_per_client = 0) {
   std::vector<std::vector<double>> lat(static_cast<size_t>(clients));
   std::atomic<uint64_t> errors{0};
   std::atomic<int> ready{0};
@@ -49,8 +54,15 @@ inline Figures drive(const std::string& name, int clients, double seconds,
         std::this_thread::yield();
       const auto start = realClock().monotonic();
       for (int n = 0; calls_per_client <= 0 || n < calls_per_client; ++n) {
-        const auto t0 = realClock().monotonic();
+        auto t0 = realClock().monotonic();
         if (calls_per_client <= 0 && t0 - start >= budget) break;
+        if (rate_per_client > 0) {
+          const auto due = start + std::chrono::duration_cast<Micros>(
+                                       std::chrono::duration<double>(n / rate_per_client));
+          if (due >= start + budget && calls_per_client <= 0) break;
+          if (due > t0) std::this_thread::sleep_for(due - t0);
+          t0 = due;
+        }
         bool ok = one();
         const auto t1 = realClock().monotonic();
         if (!ok) {

@@ -241,6 +241,26 @@ int main(int argc, char** argv) {
               return "/v1/jobs/" + std::to_string(id);
             })));
 
+  // 64 users running `gpool queue` or `gpool show` are not a closed loop at full speed: the
+  // same clients, each at a steady 10 requests/s, show the latency a user would see.
+  const double paced_rate = 10.0;
+  reads.push_back(drive("GET /v1/jobs?limit=50, 10/s per client", o.clients, o.seconds,
+                        getter(sock,
+                               [&o](std::mt19937& rng) {
+                                 int after =
+                                     static_cast<int>(rng() % static_cast<unsigned>(o.jobs));
+                                 return "/v1/jobs?limit=50&after=" + std::to_string(after);
+                               }),
+                        0, true, paced_rate));
+  reads.push_back(drive("GET /v1/jobs/{id}, 10/s per client", o.clients, o.seconds,
+                        getter(sock,
+                               [&o](std::mt19937& rng) {
+                                 int id =
+                                     1 + static_cast<int>(rng() % static_cast<unsigned>(o.jobs));
+                                 return "/v1/jobs/" + std::to_string(id);
+                               }),
+                        0, true, paced_rate));
+
   std::vector<Figures> writes;
   const int single = std::max(1, o.submits / 10);
   writes.push_back(storeBaseline(dir.path() + "/baseline-1.db", 1, single));
@@ -272,10 +292,14 @@ int main(int argc, char** argv) {
               rss_start / 1024.0, rss_end / 1024.0, hwm / 1024.0);
 
   const double p99 = std::max(reads[1].p99_ms, reads[2].p99_ms);
+  const double paced_p99 = std::max(reads[3].p99_ms, reads[4].p99_ms);
   std::printf("target >= 2,000 submissions/s: %s (%.0f/s with %d clients)\n",
               writes[3].rps() >= 2000 ? "met" : "NOT met", writes[3].rps(), o.clients);
-  std::printf("target p99 < 20 ms for list/show under %d clients: %s (%.3f ms)\n", o.clients,
-              p99 < 20.0 ? "met" : "NOT met", p99);
+  std::printf(
+      "target p99 < 20 ms for list/show under %d clients: closed loop %s (%.3f ms), "
+      "%.0f requests/s per client %s (%.3f ms)\n",
+      o.clients, p99 < 20.0 ? "met" : "NOT met", p99, paced_rate,
+      paced_p99 < 20.0 ? "met" : "NOT met", paced_p99);
   std::printf("target < 500 MB resident: %s (peak %.1f MB)\n", hwm < 500 * 1024 ? "met" : "NOT met",
               hwm / 1024.0);
   const bool exited_cleanly = WIFEXITED(status) && WEXITSTATUS(status) == 0;

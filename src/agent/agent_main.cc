@@ -20,6 +20,7 @@
 #include "agent/agent.h"
 #include "agent/launcher.h"
 #include "agent/sys_util.h"
+#include "common/units.h"
 #include "gpu/backend_factory.h"
 #include "net/client.h"
 
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
   std::string interposer;
   std::string cgroup_parent = "gpool";
   bool no_cgroups = false;
+  std::string cpus;
+  std::string ram;
   app.add_option("--node", node_name, "this node's name")->required();
   app.add_option("--controller", controller, "the controller's TLS listener, host:port");
   app.add_option("--unix-socket", unix_socket, "the controller's Unix socket instead");
@@ -68,6 +71,10 @@ int main(int argc, char** argv) {
   app.add_option("--interposer", interposer, "libgpool-vgpu.so to preload into slice tasks");
   app.add_option("--cgroup-parent", cgroup_parent, "cgroup below which tasks run");
   app.add_flag("--no-cgroups", no_cgroups, "run tasks without cgroups (tests, containers)");
+  app.add_option("--cpus", cpus,
+                 "CPUs this node offers to jobs, e.g. 60 or 59.5 (default: the online CPUs; "
+                 "keep some for the system, or set a simulated server's)");
+  app.add_option("--ram", ram, "memory this node offers to jobs, e.g. 480G (default: physical)");
   CLI11_PARSE(app, argc, argv);
   if (controller.empty() == unix_socket.empty()) {
     std::fprintf(stderr, "gpool-agent: give exactly one of --controller and --unix-socket\n");
@@ -92,6 +99,22 @@ int main(int argc, char** argv) {
 
   agent::AgentOptions options;
   options.node_name = node_name;
+  if (!cpus.empty()) {
+    Result<uint64_t> millis = parseCpuMillis(cpus);
+    if (!millis.ok()) {
+      std::fprintf(stderr, "gpool-agent: --cpus: %s\n", millis.status().message().c_str());
+      return 2;
+    }
+    options.cpu_millis = *millis;
+  }
+  if (!ram.empty()) {
+    Result<uint64_t> mib = parseMemoryMiB(ram);
+    if (!mib.ok()) {
+      std::fprintf(stderr, "gpool-agent: --ram: %s\n", mib.status().message().c_str());
+      return 2;
+    }
+    options.ram_mib = *mib;
+  }
   options.state_dir = state_dir + "/assignments";
   options.vgpu_dir = vgpu_dir;
   options.interposer_path = interposer;

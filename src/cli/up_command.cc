@@ -500,8 +500,7 @@ void runUp(const UpArgs& a) {
         << "[controller]\n"
         << "store = \"" << dir << "/gpool.db\"\n"
         << "socket = \"" << pool.socket << "\"\n"
-        << "schedule_interval = \"2s\"\n"
-        << "node_down_after = \"60s\"\n";
+        << "schedule_interval = \"2s\"\n";
     if (!out) fail(Status::ioError("cannot write " + config));
   }
   const std::string ctl_log = dir + "/gpoold.log";
@@ -539,8 +538,10 @@ void runUp(const UpArgs& a) {
                                   state,           "--vgpu-dir", dir + "/vgpu/" + node,
                                   "--supervisor",  *supervisor};
     if (simulated) {
-      argv.push_back("--fake-fixture");
-      argv.push_back(fixture);
+      // A simulated server offers what such a server has (a DGX A100: 128 cores, 1 TiB), not
+      // this machine's CPUs and memory, or a few default jobs would fill it.
+      for (const char* arg : {"--fake-fixture", fixture.c_str(), "--cpus", "128", "--ram", "1024G"})
+        argv.emplace_back(arg);
     }
     if (interposer.ok()) {
       argv.push_back("--interposer");
