@@ -171,6 +171,14 @@ TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
   EXPECT_EQ(waitExit(child), 2);
   Child missing = spawn({"--config", dir_.path() + "/nope.toml", "--once"});
   EXPECT_EQ(waitExit(missing), 2);
+  // Agents must fence themselves (lease expired) before their node is declared DOWN.
+  Child lease = spawn({"--config", writeConfig("lease_duration = \"90s\"\n"), "--once"});
+  EXPECT_EQ(waitExit(lease), 2);
+  Child ok =
+      spawn({"--config", writeConfig("lease_duration = \"30s\"\nheartbeat_interval = \"2s\"\n"),
+             "--once"});
+  EXPECT_EQ(readLine(ok.out), "pass: started=0 pending=0 nodes=0");
+  EXPECT_EQ(waitExit(ok), 0);
 }
 
 }  // namespace
