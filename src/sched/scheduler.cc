@@ -585,10 +585,25 @@ bool Pass::reserve(Info& info, std::string* detail) {
   std::stable_sort(ends.begin(), ends.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 
+  // One scratch copy for every probe: moving from k released end times to k' releases the
+  // next ones or re-applies, newest first, what was released (each release either succeeds or
+  // changes nothing, so undoing the successful ones restores the state exactly).
+  ClusterState scratch = masked_;
+  size_t released = 0;
+  std::vector<std::pair<size_t, const TaskAllocation*>> undo;
   auto probe = [&](size_t k, PlacementResult* r) {
-    ClusterState scratch = masked_;
-    for (size_t i = 0; i < k; ++i)
-      releaseAll(scratch, *ends[i].second);
+    for (; released < k; ++released) {
+      for (const TaskAllocation& a : *ends[released].second) {
+        if (scratch.release(a).isOk()) undo.emplace_back(released, &a);
+      }
+    }
+    while (released > k) {
+      --released;
+      while (!undo.empty() && undo.back().first == released) {
+        (void)scratch.apply(*undo.back().second);
+        undo.pop_back();
+      }
+    }
     ++out_.stats.place_calls;
     *r = place(scratch, info.job->request, policy_, random_);
     return r->placed;
