@@ -321,10 +321,16 @@ uint64_t queueDigest(const std::string& policy_name) {
   SchedulerPass pass(**policy);
   Digest d;
   TimePoint now = kNow;
+  size_t starts = 0, preemptions = 0, reservations = 0, backfilled = 0;
   for (int round = 0; round < 3; ++round) {
     SeededRandom random(100 + static_cast<uint64_t>(round));
     Decisions out = pass.run(w.cluster, w.jobs, w.usage, w.config, now, random);
     addDecisions(d, out);
+    starts += out.starts.size();
+    preemptions += out.preemptions.size();
+    reservations += out.reservations.size();
+    for (const auto& st : out.starts)
+      backfilled += st.backfilled ? 1 : 0;
     for (const auto& p : out.preemptions) {
       for (Job& j : w.jobs) {
         if (j.id != p.job) continue;
@@ -348,6 +354,12 @@ uint64_t queueDigest(const std::string& policy_name) {
     }
     now += std::chrono::seconds(900);
   }
+  // The passes exercise every path whose speed changed: starts, backfill, reservations and
+  // preemption (with jobs already leaving in the later rounds).
+  EXPECT_GT(starts, 0u) << policy_name;
+  EXPECT_GT(backfilled, 0u) << policy_name;
+  EXPECT_GT(reservations, 0u) << policy_name;
+  EXPECT_GT(preemptions, 0u) << policy_name;
   return d.value();
 }
 
