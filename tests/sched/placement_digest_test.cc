@@ -177,12 +177,19 @@ constexpr Expected kMixed[] = {
     {"gpool", 0x3a69b140f63030c4ULL},
 };
 
-TEST(PlacementDigest, MixedPlacementsDecideAsTheReference) {
-  for (const Expected& e : kMixed) {
-    uint64_t got = mixedDigest(e.policy, 3000);
-    EXPECT_EQ(got, e.digest) << e.policy << " digest 0x" << std::hex << got;
-  }
+// One test per policy, so that ctest spreads them over the cores.
+class MixedDigest : public ::testing::TestWithParam<Expected> {};
+
+TEST_P(MixedDigest, PlacementsDecideAsTheReference) {
+  const Expected& e = GetParam();
+  uint64_t got = mixedDigest(e.policy, 3000);
+  EXPECT_EQ(got, e.digest) << e.policy << " digest 0x" << std::hex << got;
 }
+
+INSTANTIATE_TEST_SUITE_P(Policies, MixedDigest, ::testing::ValuesIn(kMixed),
+                         [](const ::testing::TestParamInfo<Expected>& param) {
+                           return std::string(param.param.policy);
+                         });
 
 // --- scheduling passes ---------------------------------------------------------------------
 
