@@ -1,6 +1,7 @@
 #include "sched/cluster.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 namespace gpool::sched {
@@ -35,6 +36,56 @@ uint64_t Node::gpuComputeFree() const {
   return total;
 }
 
+namespace {
+
+// One counter for every snapshot of the process: a version names one state of one node.
+std::atomic<uint64_t> g_next_version{1};
+
+uint64_t freshVersion() {
+  return g_next_version.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void ClusterState::refreshIndex(size_t i) const {
+  const Node& node = nodes_[i];
+  uint8_t share = kNone, idle = kNone;
+  if (node.schedulable) {
+    uint32_t max_free = 0, idle_count = 0;
+    for (const Gpu& g : node.gpus) {
+      if (!g.healthy) continue;
+      max_free = std::max(max_free, g.compute_free);
+      idle_count += g.idle() ? 1 : 0;
+    }
+    share = static_cast<uint8_t>(std::min(max_free, 1000u) / kShareStep);
+    idle = static_cast<uint8_t>(std::min(idle_count, kIdleBuckets - 1));
+  }
+  const size_t w = i / 64;
+  const uint64_t bit = uint64_t{1} << (i % 64);
+  if (share_bucket_[i] != share) {
+    if (share_bucket_[i] != kNone) share_bits_[share_bucket_[i]][w] &= ~bit;
+    if (share != kNone) share_bits_[share][w] |= bit;
+    share_bucket_[i] = share;
+  }
+  if (idle_bucket_[i] != idle) {
+    if (idle_bucket_[i] != kNone) idle_bits_[idle_bucket_[i]][w] &= ~bit;
+    if (idle != kNone) idle_bits_[idle][w] |= bit;
+    idle_bucket_[i] = idle;
+  }
+}
+
+void ClusterState::refreshDirty() const {
+  for (size_t i : dirty_)
+    refreshIndex(i);
+  dirty_.clear();
+}
+
+Node& ClusterState::mutableNode(size_t i) {
+  versions_[i] = freshVersion();
+  dirty_.push_back(i);
+  return nodes_[i];
+}
+
 size_t ClusterState::addNode(Node node) {
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     Gpu& g = node.gpus[i];
@@ -48,7 +99,15 @@ size_t ClusterState::addNode(Node node) {
   size_t index = nodes_.size();
   by_name_.emplace(node.name, index);
   nodes_.push_back(std::move(node));
-  versions_.push_back(1);
+  versions_.push_back(freshVersion());
+  share_bucket_.push_back(kNone);
+  idle_bucket_.push_back(kNone);
+  const size_t words = (nodes_.size() + 63) / 64;
+  for (auto& bits : share_bits_)
+    bits.resize(words, 0);
+  for (auto& bits : idle_bits_)
+    bits.resize(words, 0);
+  refreshIndex(index);
   return index;
 }
 
@@ -78,6 +137,22 @@ Status checkIndices(const std::vector<Node>& nodes, const TaskAllocation& alloc)
 
 }  // namespace
 
+namespace {
+
+// What `alloc` asks of GPU `gpu` in total (one allocation should name a GPU once, but be
+// strict anyway), without allocating.
+void demandOn(const TaskAllocation& alloc, uint32_t gpu, uint64_t* mem, uint64_t* compute) {
+  *mem = 0;
+  *compute = 0;
+  for (const GpuSlice& s : alloc.gpus) {
+    if (s.gpu_index != gpu) continue;
+    *mem += s.memory_mib;
+    *compute += s.compute;
+  }
+}
+
+}  // namespace
+
 Status ClusterState::apply(const TaskAllocation& alloc) {
   GPOOL_RETURN_IF_ERROR(checkIndices(nodes_, alloc));
   Node& node = nodes_[alloc.node];
@@ -91,30 +166,26 @@ Status ClusterState::apply(const TaskAllocation& alloc) {
         "node " + node.name + " has " + std::to_string(node.ram_free_mib) +
         " MiB RAM free, allocation needs " + std::to_string(alloc.ram_mib));
   }
-  // Sum per GPU first: one allocation may name a GPU once only, but be strict anyway.
-  std::vector<uint64_t> mem(node.gpus.size(), 0);
-  std::vector<uint64_t> compute(node.gpus.size(), 0);
   for (const GpuSlice& s : alloc.gpus) {
-    mem[s.gpu_index] += s.memory_mib;
-    compute[s.gpu_index] += s.compute;
-  }
-  for (size_t i = 0; i < node.gpus.size(); ++i) {
-    const Gpu& g = node.gpus[i];
-    if (g.memory_free_mib < mem[i] || g.compute_free < compute[i]) {
+    uint64_t mem = 0, compute = 0;
+    demandOn(alloc, s.gpu_index, &mem, &compute);
+    const Gpu& g = node.gpus[s.gpu_index];
+    if (g.memory_free_mib < mem || g.compute_free < compute) {
       return Status::resourceExhausted(
-          "GPU " + std::to_string(i) + " of node " + node.name + " has " +
+          "GPU " + std::to_string(s.gpu_index) + " of node " + node.name + " has " +
           std::to_string(g.memory_free_mib) + " MiB and " + std::to_string(g.compute_free) +
-          "/1000 compute free, allocation needs " + std::to_string(mem[i]) + " MiB and " +
-          std::to_string(compute[i]) + "/1000");
+          "/1000 compute free, allocation needs " + std::to_string(mem) + " MiB and " +
+          std::to_string(compute) + "/1000");
     }
   }
   node.cpu_free_millis -= alloc.cpu_millis;
   node.ram_free_mib -= alloc.ram_mib;
-  for (size_t i = 0; i < node.gpus.size(); ++i) {
-    node.gpus[i].memory_free_mib -= mem[i];
-    node.gpus[i].compute_free -= static_cast<uint32_t>(compute[i]);
+  for (const GpuSlice& s : alloc.gpus) {
+    node.gpus[s.gpu_index].memory_free_mib -= s.memory_mib;
+    node.gpus[s.gpu_index].compute_free -= s.compute;
   }
-  ++versions_[alloc.node];
+  versions_[alloc.node] = freshVersion();
+  refreshIndex(alloc.node);
   return Status::ok();
 }
 
@@ -126,26 +197,23 @@ Status ClusterState::release(const TaskAllocation& alloc) {
     return Status::invalidArgument("release on node " + node.name +
                                    " gives back more CPU or RAM than was allocated");
   }
-  std::vector<uint64_t> mem(node.gpus.size(), 0);
-  std::vector<uint64_t> compute(node.gpus.size(), 0);
   for (const GpuSlice& s : alloc.gpus) {
-    mem[s.gpu_index] += s.memory_mib;
-    compute[s.gpu_index] += s.compute;
-  }
-  for (size_t i = 0; i < node.gpus.size(); ++i) {
-    const Gpu& g = node.gpus[i];
-    if (g.memory_free_mib + mem[i] > g.memory_total_mib || g.compute_free + compute[i] > 1000) {
-      return Status::invalidArgument("release on GPU " + std::to_string(i) + " of node " +
+    uint64_t mem = 0, compute = 0;
+    demandOn(alloc, s.gpu_index, &mem, &compute);
+    const Gpu& g = node.gpus[s.gpu_index];
+    if (g.memory_free_mib + mem > g.memory_total_mib || g.compute_free + compute > 1000) {
+      return Status::invalidArgument("release on GPU " + std::to_string(s.gpu_index) + " of node " +
                                      node.name + " gives back more than was allocated");
     }
   }
   node.cpu_free_millis += alloc.cpu_millis;
   node.ram_free_mib += alloc.ram_mib;
-  for (size_t i = 0; i < node.gpus.size(); ++i) {
-    node.gpus[i].memory_free_mib += mem[i];
-    node.gpus[i].compute_free += static_cast<uint32_t>(compute[i]);
+  for (const GpuSlice& s : alloc.gpus) {
+    node.gpus[s.gpu_index].memory_free_mib += s.memory_mib;
+    node.gpus[s.gpu_index].compute_free += s.compute;
   }
-  ++versions_[alloc.node];
+  versions_[alloc.node] = freshVersion();
+  refreshIndex(alloc.node);
   return Status::ok();
 }
 

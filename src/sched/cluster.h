@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -89,8 +90,13 @@ struct TaskAllocation {
 
 // The snapshot. Node indices are stable for the life of the object (nodes are only added).
 //
-// Thread-safety: none; a value owned by one scheduling pass. Copying is the way to "try" a
-// decision (simulate-before-evict).
+// Besides the nodes it keeps a feasibility index (which nodes may take a slice of a given
+// compute share, or a given number of whole idle GPUs) and a version per node, both kept
+// current by addNode/apply/release/mutableNode, so that placement visits only the nodes that
+// may fit and caches keyed on a node's version stay exact.
+//
+// Thread-safety: none; a value owned by one scheduling pass (the index is refreshed lazily,
+// also from const methods). Copying is the way to "try" a decision (simulate-before-evict).
 class ClusterState {
  public:
   ClusterState() = default;
@@ -102,13 +108,15 @@ class ClusterState {
   const std::vector<Node>& nodes() const { return nodes_; }
   size_t size() const { return nodes_.size(); }
   const Node& node(size_t i) const { return nodes_[i]; }
-  // Mutable access for the owner (e.g. to mark a node unschedulable or a GPU unhealthy).
-  Node& mutableNode(size_t i) { return nodes_[i]; }
+  // Mutable access for the owner (e.g. to mark a node unschedulable or a GPU unhealthy). The
+  // node gets a new version and its index entry is refreshed before the next query: make the
+  // changes before the next placement on this snapshot, and call again for later changes.
+  Node& mutableNode(size_t i);
   std::optional<size_t> findNode(std::string_view name) const;
 
   // Takes the allocation's resources from its node. Fails with InvalidArgument (unknown node or
   // GPU index) or ResourceExhausted (not enough free), naming the node and resource; on failure
-  // nothing changes.
+  // nothing changes. Allocates nothing on success.
   Status apply(const TaskAllocation& alloc);
   // Gives the resources back. Fails with InvalidArgument when it would exceed a total (a
   // release of something never applied); on failure nothing changes.
@@ -119,13 +127,65 @@ class ClusterState {
   uint64_t gpuComputeTotal() const;  // thousandths (1000 per GPU)
   uint64_t gpuComputeFree() const;   // thousandths
 
-  // Bumped by every apply/release/addNode; lets caches keyed on a node notice changes.
+  // Changes with every apply/release/mutableNode of the node. Versions come from one
+  // process-wide counter, so two snapshots (e.g. a copy and its original) show the same
+  // version for a node only if that node is in the same state in both: a cache keyed on
+  // (node index, version) is exact across copies.
   uint64_t nodeVersion(size_t i) const { return versions_[i]; }
 
+  // The feasibility index: calls f(node index) in ascending order for every schedulable node
+  // that may take, right now, one task asking for `whole_gpus` whole idle GPUs (when > 0), or
+  // else one slice of `slice_compute` thousandths of one GPU (when > 0), or else CPU only. A
+  // superset of the nodes where such a task fits (CPU, RAM, memory and constraints are not
+  // indexed), never missing one: a node is skipped only if its largest free compute share
+  // among healthy GPUs is below the slice, or it has fewer healthy idle GPUs than asked.
+  template <typename F>
+  void forEachMayFit(uint32_t slice_compute, uint32_t whole_gpus, F&& f) const;
+
+  // Share buckets of the index: a node's largest free compute share (healthy GPUs) divided
+  // by this; nodes without a healthy GPU are in bucket 0.
+  static constexpr uint32_t kShareStep = 125;
+  static constexpr uint32_t kShareBuckets = 1000 / kShareStep + 1;
+  // Idle-GPU buckets: nodes with this many healthy idle GPUs or more share the last bucket.
+  static constexpr uint32_t kIdleBuckets = 17;
+
  private:
+  void refreshIndex(size_t i) const;
+  void refreshDirty() const;
+
   std::vector<Node> nodes_;
   std::vector<uint64_t> versions_;
   std::unordered_map<std::string, size_t> by_name_;
+  // Index: per node its share bucket and idle bucket (kNone = unschedulable, in no bitset),
+  // and one bitset (64 nodes a word) per bucket.
+  static constexpr uint8_t kNone = 0xff;
+  mutable std::vector<uint8_t> share_bucket_;
+  mutable std::vector<uint8_t> idle_bucket_;
+  mutable std::vector<uint64_t> share_bits_[kShareBuckets];
+  mutable std::vector<uint64_t> idle_bits_[kIdleBuckets];
+  mutable std::vector<size_t> dirty_;  // nodes handed out by mutableNode, to refresh
 };
+
+template <typename F>
+void ClusterState::forEachMayFit(uint32_t slice_compute, uint32_t whole_gpus, F&& f) const {
+  refreshDirty();
+  const size_t words = (nodes_.size() + 63) / 64;
+  for (size_t w = 0; w < words; ++w) {
+    uint64_t bits = 0;
+    if (whole_gpus > 0) {
+      for (uint32_t b = std::min(whole_gpus, kIdleBuckets - 1); b < kIdleBuckets; ++b)
+        bits |= idle_bits_[b][w];
+    } else {
+      uint32_t from = std::min(slice_compute, 1000u) / kShareStep;
+      for (uint32_t b = from; b < kShareBuckets; ++b)
+        bits |= share_bits_[b][w];
+    }
+    while (bits != 0) {
+      int bit = __builtin_ctzll(bits);
+      bits &= bits - 1;
+      f(w * 64 + static_cast<size_t>(bit));
+    }
+  }
+}
 
 }  // namespace gpool::sched

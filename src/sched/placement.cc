@@ -3,14 +3,64 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace gpool::sched {
 
 uint32_t TaskRequest::computePerGpu() const {
   if (isSlice()) return gpu_compute != 0 ? gpu_compute : gpus;
   return gpus >= 1000 ? 1000 : 0;
+}
+
+PlacementPolicy::PlacementPolicy() = default;
+PlacementPolicy::~PlacementPolicy() = default;
+
+PlacementMemo& PlacementPolicy::memo() {
+  if (!memo_) memo_ = std::make_unique<PlacementMemo>();
+  return *memo_;
+}
+
+namespace {
+
+bool sameShape(const TaskRequest& a, const TaskRequest& b) {
+  return a.gpus == b.gpus && a.gpu_memory_mib == b.gpu_memory_mib &&
+         a.gpu_compute == b.gpu_compute && a.cpu_millis == b.cpu_millis && a.ram_mib == b.ram_mib &&
+         a.constraints.min_compute_capability == b.constraints.min_compute_capability &&
+         a.constraints.min_gpu_memory_mib == b.constraints.min_gpu_memory_mib &&
+         a.constraints.gpu_models == b.constraints.gpu_models &&
+         a.constraints.node_labels == b.constraints.node_labels &&
+         a.constraints.datasets == b.constraints.datasets;
+}
+
+}  // namespace
+
+std::vector<PlacementMemo::Entry>& PlacementMemo::entries(const TaskRequest& task, size_t nodes) {
+  size_t slot = shapes_.size();
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    if (sameShape(shapes_[i], task)) {
+      slot = i;
+      break;
+    }
+  }
+  if (slot == shapes_.size()) {
+    ++seen_;
+    if (shapes_.size() < kShapes) {
+      shapes_.push_back(task);
+      tables_.emplace_back();
+    } else {
+      // Reuse the oldest slot: its entries are for another shape, so forget them.
+      slot = next_;
+      next_ = (next_ + 1) % kShapes;
+      shapes_[slot] = task;
+      tables_[slot].assign(tables_[slot].size(), Entry{});
+    }
+  }
+  std::vector<Entry>& table = tables_[slot];
+  if (table.size() < nodes) table.resize(nodes);
+  return table;
 }
 
 std::string_view pendingReasonName(PendingReason reason) {
@@ -361,6 +411,47 @@ bool bestOnNode(const ClusterState& cluster, size_t n, const TaskRequest& task,
   return true;
 }
 
+// Calls f(node) for every node (ascending) where `task` may fit now, from the pool's
+// feasibility index: the nodes it skips are exactly ones where fitsNow() is false, which
+// every caller rejects before scoring or drawing a random number, so decisions are the same
+// as visiting every node.
+template <typename F>
+void forEachCandidateNode(const ClusterState& cluster, const TaskRequest& task, F&& f) {
+  const uint32_t slice = task.isSlice() ? std::max<uint32_t>(task.computePerGpu(), 1) : 0;
+  cluster.forEachMayFit(slice, task.wholeGpus(), std::forward<F>(f));
+}
+
+// Rebuilds the choice a memo entry stands for (as bestOnNode() would have returned it).
+void fromMemo(const ClusterState& cluster, size_t n, const TaskRequest& task,
+              const PlacementMemo::Entry& e, TaskAllocation* out) {
+  out->node = n;
+  out->cpu_millis = task.cpu_millis;
+  out->ram_mib = task.ram_mib;
+  out->gpus.clear();
+  if (task.gpus == 0) return;
+  if (task.isSlice()) {
+    out->gpus.push_back({static_cast<uint32_t>(__builtin_ctzll(e.gpus)), task.gpu_memory_mib,
+                         task.computePerGpu()});
+    return;
+  }
+  const Node& node = cluster.node(n);
+  for (uint64_t bits = e.gpus; bits != 0; bits &= bits - 1) {
+    uint32_t i = static_cast<uint32_t>(__builtin_ctzll(bits));
+    out->gpus.push_back({i, node.gpus[i].memory_total_mib, 1000});
+  }
+}
+
+// Whether bestOnNode()'s choice on this node can be kept as a memo entry: at most 64 GPUs,
+// listed in ascending order (always true of what candidateAllocations() builds; checked so the
+// rebuilt choice is identical).
+bool memoizable(const TaskAllocation& pick) {
+  for (size_t i = 0; i < pick.gpus.size(); ++i) {
+    if (pick.gpus[i].gpu_index >= 64) return false;
+    if (i > 0 && pick.gpus[i].gpu_index <= pick.gpus[i - 1].gpu_index) return false;
+  }
+  return true;
+}
+
 // The best candidate over all nodes; ties: locality, then a node this job already uses, then
 // uniformly at random (reservoir sampling over tied nodes).
 Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, PlacementPolicy& policy,
@@ -372,12 +463,38 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
   const bool random_within = policy.randomWithinNode();
   const std::vector<uint32_t>* order = policy.tieOrder(cluster.size(), random);
   const bool soft = !task.constraints.datasets.empty() || !used_nodes.empty();
+  std::vector<PlacementMemo::Entry>* memo = policy.nodeLocalScores() && !random_within
+                                                ? &policy.memo().entries(task, cluster.size())
+                                                : nullptr;
   TaskAllocation scratch, pick;
-  for (size_t n = 0; n < cluster.size(); ++n) {
+  forEachCandidateNode(cluster, task, [&](size_t n) {
     double pick_score = 0;
-    if (!bestOnNode(cluster, n, task, policy, random, choices, random_within, &scratch, &pick,
-                    &pick_score)) {
-      continue;
+    const PlacementMemo::Entry* entry = nullptr;
+    if (memo != nullptr) {
+      PlacementMemo::Entry& e = (*memo)[n];
+      const uint64_t version = cluster.nodeVersion(n);
+      if (e.version != version) {
+        e = PlacementMemo::Entry{};
+        e.found = bestOnNode(cluster, n, task, policy, random, choices, random_within, &scratch,
+                             &pick, &e.score);
+        if (e.found && !memoizable(pick)) {
+          // Not representable: score it every time (nodes of more than 64 GPUs).
+          pick_score = e.score;
+        } else {
+          e.version = version;
+          for (const GpuSlice& g : pick.gpus)
+            e.gpus |= e.found ? uint64_t{1} << g.gpu_index : 0;
+          entry = &e;
+        }
+        if (!e.found) return;
+      } else {
+        if (!e.found) return;
+        entry = &e;
+      }
+      if (entry != nullptr) pick_score = entry->score;
+    } else if (!bestOnNode(cluster, n, task, policy, random, choices, random_within, &scratch,
+                           &pick, &pick_score)) {
+      return;
     }
     size_t locality = 0;
     if (soft) {
@@ -394,22 +511,29 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
         tie = true;
       }
     }
+    auto take = [&] {
+      if (entry != nullptr) {
+        fromMemo(cluster, n, task, *entry, &best.alloc);
+      } else {
+        best.alloc = pick;
+      }
+    };
     if (better) {
       best.found = true;
-      best.alloc = pick;
+      take();
       best.score = pick_score;
       best.locality = locality;
       ties = 1;
     } else if (tie) {
       ++ties;
-      bool take =
+      bool taken =
           order != nullptr ? (*order)[n] < (*order)[best.alloc.node] : random.uniform(ties) == 0;
-      if (take) {
-        best.alloc = pick;
+      if (taken) {
+        take();
         best.score = std::max(best.score, pick_score);
       }
     }
-  }
+  });
   return best;
 }
 
@@ -556,8 +680,8 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
   size_t best_node = 0;
   const double eps = policy.tieEpsilon();
   const std::vector<uint32_t>* order = policy.tieOrder(cluster.size(), random);
-  for (size_t n = 0; n < cluster.size(); ++n) {
-    if (!fitsNow(cluster.node(n), task)) continue;
+  forEachCandidateNode(cluster, task, [&](size_t n) {
+    if (!fitsNow(cluster.node(n), task)) return;
     std::vector<TaskAllocation> tasks;
     double sum = 0;
     bool ok = true;
@@ -576,7 +700,7 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
     }
     for (const auto& a : tasks)
       (void)scratch.release(a);
-    if (!ok) continue;
+    if (!ok) return;
     double score = sum / request.tasks;
     size_t locality = datasetsHeld(cluster.node(n), task.constraints);
     bool better = !found || score > best_score + eps ||
@@ -594,7 +718,7 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
       best_tasks = std::move(tasks);
       best_node = n;
     }
-  }
+  });
   if (!found) {
     explainFailure(cluster, request, &out);
     return out;

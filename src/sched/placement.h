@@ -80,6 +80,8 @@ struct PlacementResult {
 
 enum class GpuChoices : uint8_t { kCanonical, kDistinct, kEvery };
 
+class PlacementMemo;
+
 // A scoring policy: given a feasible candidate (one task on one node with a concrete choice of
 // GPUs), returns how good it is; the highest score wins. A policy may keep caches keyed on
 // ClusterState::nodeVersion, hence score() is non-const.
@@ -87,7 +89,10 @@ enum class GpuChoices : uint8_t { kCanonical, kDistinct, kEvery };
 // Thread-safety: none; one instance per thread.
 class PlacementPolicy {
  public:
-  virtual ~PlacementPolicy() = default;
+  PlacementPolicy();
+  virtual ~PlacementPolicy();
+  PlacementPolicy(const PlacementPolicy&) = delete;
+  PlacementPolicy& operator=(const PlacementPolicy&) = delete;
   // Stable display name, e.g. "FGD", "BestFit".
   virtual std::string_view name() const = 0;
   virtual double score(const ClusterState& cluster, const TaskRequest& task,
@@ -118,6 +123,42 @@ class PlacementPolicy {
     (void)task;
     (void)alloc;
   }
+  // True when score() depends only on the task and the candidate's node (its state, fixed by
+  // ClusterState::nodeVersion) and gpuChoices() is not kEvery with random choices: place()
+  // then remembers each node's best choice per request shape and version (PlacementMemo) and
+  // rescores a node only after it changed. A policy whose scores also depend on other nodes,
+  // on what it was told (notePlaced) or on randomness must return false (the default).
+  virtual bool nodeLocalScores() const { return false; }
+
+  // The memo place() keeps for this policy (created on first use).
+  PlacementMemo& memo();
+
+ private:
+  std::unique_ptr<PlacementMemo> memo_;
+};
+
+// Each node's best choice for a task shape, valid while the node keeps the version it was
+// computed at. Up to kShapes shapes are kept (the oldest slot is reused after that); a shape
+// is the whole TaskRequest (sizes and constraints).
+class PlacementMemo {
+ public:
+  static constexpr size_t kShapes = 64;
+  struct Entry {
+    uint64_t version = 0;  // ClusterState::nodeVersion when computed; 0 = never
+    double score = 0;
+    uint64_t gpus = 0;  // the GPUs chosen, as a bitmask (GPU i = bit i)
+    bool found = false;
+  };
+  // The entries (one per node, at least `nodes`) for `task`'s shape.
+  std::vector<Entry>& entries(const TaskRequest& task, size_t nodes);
+  // Entries handed out for a new shape (for tests).
+  size_t shapesSeen() const { return seen_; }
+
+ private:
+  std::vector<TaskRequest> shapes_;
+  std::vector<std::vector<Entry>> tables_;
+  size_t next_ = 0;
+  size_t seen_ = 0;
 };
 
 // Places all tasks of `request` or none. `cluster` is not modified (the caller applies the

@@ -44,6 +44,7 @@ class DotProdPolicy final : public PlacementPolicy {
   double score(const ClusterState& cluster, const TaskRequest& task,
                const TaskAllocation& candidate) override;
   double tieEpsilon() const override { return 0.5; }
+  bool nodeLocalScores() const override { return true; }
 };
 
 // Tie-break of the published simulator's scheduler (a Kubernetes 1.20.5 fork): among equal
@@ -84,6 +85,7 @@ class GpuPackingPolicy final : public PlacementPolicy {
   double score(const ClusterState& cluster, const TaskRequest& task,
                const TaskAllocation& candidate) override;
   double tieEpsilon() const override { return 0.5; }
+  bool nodeLocalScores() const override { return true; }
   const std::vector<uint32_t>* tieOrder(size_t nodes, Random& random) override {
     return tie_order_.get(nodes, random);
   }
@@ -98,6 +100,7 @@ class BestFitPolicy final : public PlacementPolicy {
   double score(const ClusterState& cluster, const TaskRequest& task,
                const TaskAllocation& candidate) override;
   double tieEpsilon() const override { return 0.5; }
+  bool nodeLocalScores() const override { return true; }
 };
 
 // Scores by the change of FGD's fragmentation measure on the candidate's node. `quantised`
@@ -111,6 +114,7 @@ class FgdPolicy : public PlacementPolicy {
                const TaskAllocation& candidate) override;
   GpuChoices gpuChoices() const override { return GpuChoices::kDistinct; }
   double tieEpsilon() const override { return quantised_ ? 0.5 : 1e-6; }
+  bool nodeLocalScores() const override { return true; }
 
   // Fragmentation reduction (before - after, thousandths) if `candidate` were applied.
   double fragmentationDelta(const ClusterState& cluster, const TaskAllocation& candidate);
@@ -144,6 +148,7 @@ class GpoolPolicy final : public PlacementPolicy {
                const TaskAllocation& candidate) override;
   GpuChoices gpuChoices() const override { return GpuChoices::kDistinct; }
   double tieEpsilon() const override { return 1e-9; }
+  bool nodeLocalScores() const override { return true; }
 
  private:
   FgdPolicy fgd_;

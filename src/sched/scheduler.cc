@@ -218,6 +218,13 @@ class Pass {
   std::unordered_set<std::string> preempt_failed_;
   std::unordered_map<std::string, bool> static_ok_;
   std::unordered_set<JobId> victims_;
+  // Indices into jobs_ of the running jobs that are leaving (a preemption deadline, or chosen
+  // as victims in this pass), so preemption attempts need not scan every job.
+  std::vector<size_t> leaving_;
+  // Indices into infos_ of the running jobs past the minimum run time (built on the first
+  // preemption attempt): the only possible victims.
+  std::vector<size_t> evictable_;
+  bool evictable_built_ = false;
   // Jobs started in this pass, with their expected ends (for reservations).
   std::vector<std::pair<TimePoint, std::vector<TaskAllocation>>> started_;
   std::vector<ReservationDecision> reservations_;
@@ -256,7 +263,10 @@ void Pass::prepare() {
     d.group = j.group;
     if (j.state == JobState::kRunning) {
       ++out_.stats.running;
-      if (j.preempt_deadline) group_leaving_[j.group] += info.demand;
+      if (j.preempt_deadline) {
+        group_leaving_[j.group] += info.demand;
+        leaving_.push_back(i);
+      }
       user_held_[j.user] += info.demand;
       group_held_[j.group] += info.demand;
       user_qos_held_[j.user + '\n' + j.qos] += info.demand;
@@ -316,7 +326,8 @@ std::string Pass::priorityText(const Info& info) const {
 
 void Pass::idleReclaim() {
   if (!cfg_.idle.enabled) return;
-  for (const Job& j : jobs_) {
+  for (size_t i = 0; i < jobs_.size(); ++i) {
+    const Job& j = jobs_[i];
     if (j.state != JobState::kRunning || !j.idle_since || j.preempt_deadline) continue;
     int64_t idle_s = secondsBetween(*j.idle_since, now_);
     if (cfg_.idle.preempt && idle_s >= cfg_.idle.preempt_after_s && j.idle_warned) {
@@ -324,6 +335,7 @@ void Pass::idleReclaim() {
       out_.preemptions.push_back(
           {j.id, 0, cfg_.preemption.grace_s, "GPU allocation idle for " + formatDuration(idle_s)});
       victims_.insert(j.id);
+      leaving_.push_back(i);
       group_leaving_[j.group] += gpuDemand(j);
     } else if (idle_s >= cfg_.idle.warn_after_s && !j.idle_warned) {
       out_.idle.push_back({j.id, IdleAction::kWarn, idle_s});
@@ -446,20 +458,18 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
   ++out_.stats.preempt_attempts;
 
   // Work already being evicted may be enough: then wait for it instead of evicting more.
-  {
+  if (!leaving_.empty()) {
+    // Released in the order of jobs_, as a scan of every job would.
+    std::vector<size_t> leaving = leaving_;
+    std::sort(leaving.begin(), leaving.end());
     ClusterState scratch = work_;
-    size_t leaving = 0;
-    for (const Job& j : jobs_) {
-      if (j.state == JobState::kRunning && preempting(j)) {
-        releaseAll(scratch, j.allocation);
-        ++leaving;
-      }
-    }
+    for (size_t i : leaving)
+      releaseAll(scratch, jobs_[i].allocation);
     // What is reserved for earlier preemptors is theirs.
     for (const ReservationDecision& r : reservations_)
       applyClamped(scratch, r.allocation);
-    if (leaving > 0 && place(scratch, p.request, policy_, random_).placed) {
-      *detail += "; waiting for " + std::to_string(leaving) + " preempted job(s) to leave";
+    if (place(scratch, p.request, policy_, random_).placed) {
+      *detail += "; waiting for " + std::to_string(leaving.size()) + " preempted job(s) to leave";
       return true;
     }
   }
@@ -478,11 +488,21 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
     double key;
     double lost;  // GPU-seconds of work lost if it has no checkpoint
   };
+  if (!evictable_built_) {
+    evictable_built_ = true;
+    for (size_t i = 0; i < infos_.size(); ++i) {
+      const Job& j = *infos_[i].job;
+      if (j.state == JobState::kRunning &&
+          secondsBetween(j.start_time, now_) >= pc.min_run_time_s) {
+        evictable_.push_back(i);
+      }
+    }
+  }
   std::vector<Candidate> cands;
-  for (const Info& v : infos_) {
+  for (size_t i : evictable_) {
+    const Info& v = infos_[i];
     const Job& j = *v.job;
-    if (j.state != JobState::kRunning || preempting(j)) continue;
-    if (secondsBetween(j.start_time, now_) < pc.min_run_time_s) continue;
+    if (preempting(j)) continue;
     bool preemptible = j.preemptible || (v.qos && v.qos->preemptible);
     bool by_priority = preemptible && info.key > v.key;
     // Reclaim never takes a group below its deserved share, so the two groups cannot swap
@@ -548,6 +568,7 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
   std::string names;
   for (const Candidate* c : chosen) {
     victims_.insert(c->job->id);
+    leaving_.push_back(static_cast<size_t>(c->job - jobs_.data()));
     group_leaving_[c->job->group] += gpuDemand(*c->job);
     std::string why = c->reclaim ? "reclaimed for group " + p.group + " (below its share)"
                                  : "preempted by higher-priority job " + std::to_string(p.id);
@@ -585,10 +606,25 @@ bool Pass::reserve(Info& info, std::string* detail) {
   std::stable_sort(ends.begin(), ends.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 
+  // One scratch copy for every probe: moving from k released end times to k' releases the
+  // next ones or re-applies, newest first, what was released (each release either succeeds or
+  // changes nothing, so undoing the successful ones restores the state exactly).
+  ClusterState scratch = masked_;
+  size_t released = 0;
+  std::vector<std::pair<size_t, const TaskAllocation*>> undo;
   auto probe = [&](size_t k, PlacementResult* r) {
-    ClusterState scratch = masked_;
-    for (size_t i = 0; i < k; ++i)
-      releaseAll(scratch, *ends[i].second);
+    for (; released < k; ++released) {
+      for (const TaskAllocation& a : *ends[released].second) {
+        if (scratch.release(a).isOk()) undo.emplace_back(released, &a);
+      }
+    }
+    while (released > k) {
+      --released;
+      while (!undo.empty() && undo.back().first == released) {
+        (void)scratch.apply(*undo.back().second);
+        undo.pop_back();
+      }
+    }
     ++out_.stats.place_calls;
     *r = place(scratch, info.job->request, policy_, random_);
     return r->placed;
