@@ -751,6 +751,20 @@ Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::str
   return jobs;
 }
 
+Result<std::vector<std::pair<std::string, int64_t>>> SqlStore::countJobsByState() {
+  std::vector<std::pair<std::string, int64_t>> counts;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state"));
+    counts.clear();
+    for (const auto& r : rows)
+      counts.emplace_back(r.text(0), r.integer(1));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return counts;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Nodes and GPUs
 
@@ -961,6 +975,28 @@ Result<std::vector<GroupRecord>> SqlStore::listGroups() {
   return groups;
 }
 
+Status SqlStore::deleteUser(const std::string& name) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM quotas WHERE subject = $1 AND name = $2",
+                                  {std::string("user"), name}));
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("DELETE FROM users WHERE name = $1 RETURNING name", {name}));
+    if (rows.empty()) return Status::notFound("user '" + name + "' does not exist");
+    return Status::ok();
+  });
+}
+
+Status SqlStore::deleteGroup(const std::string& name) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM quotas WHERE subject = $1 AND name = $2",
+                                  {std::string("group"), name}));
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("DELETE FROM user_groups WHERE name = $1 RETURNING name", {name}));
+    if (rows.empty()) return Status::notFound("group '" + name + "' does not exist");
+    return Status::ok();
+  });
+}
+
 Status SqlStore::setQuota(const QuotaRecord& quota, const std::string& actor) {
   return transact(true, [&](Txn& tx) -> Status {
     const char* table = quota.subject == QuotaSubject::kUser ? "users" : "user_groups";
@@ -982,6 +1018,25 @@ Status SqlStore::setQuota(const QuotaRecord& quota, const std::string& actor) {
         "$5)",
         {micros(quota.updated), actor, std::string("set_quota"),
          std::string(subjectName(quota.subject)) + ":" + quota.name, quota.limits_json});
+  });
+}
+
+Status SqlStore::deleteQuota(QuotaSubject subject, const std::string& name,
+                             const std::string& actor, TimePoint now) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("DELETE FROM quotas WHERE subject = $1 AND name = $2 "
+                                    "RETURNING name",
+                                    {std::string(subjectName(subject)), name}));
+    if (rows.empty()) {
+      return Status::notFound(std::string("no quota set for ") + subjectName(subject) + " '" +
+                              name + "'");
+    }
+    return tx.exec(
+        "INSERT INTO audit_events (time, actor, action, subject, detail) VALUES ($1, $2, $3, $4, "
+        "$5)",
+        {micros(now), actor, std::string("delete_quota"),
+         std::string(subjectName(subject)) + ":" + name, std::string("null")});
   });
 }
 
@@ -1048,6 +1103,15 @@ Status SqlStore::upsertQos(const QosRecord& qos) {
         "INSERT INTO qos (name, priority, info_json) VALUES ($1, $2, $3) ON CONFLICT (name) DO "
         "UPDATE SET priority = excluded.priority, info_json = excluded.info_json",
         {qos.name, int64_t{qos.priority}, qos.info_json});
+  });
+}
+
+Status SqlStore::deleteQos(const std::string& name) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("DELETE FROM qos WHERE name = $1 RETURNING name", {name}));
+    if (rows.empty()) return Status::notFound("QoS '" + name + "' does not exist");
+    return Status::ok();
   });
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -264,6 +265,8 @@ class Store {
   // Jobs in any of `states` (all states when empty), for rebuilding the controller's view on
   // restart. Ascending id.
   virtual Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) = 0;
+  // How many jobs are in each state (states without jobs are absent), ordered by state name.
+  virtual Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() = 0;
 
   // ---- nodes and GPUs
   virtual Status upsertNode(const NodeRecord& node) = 0;
@@ -285,15 +288,25 @@ class Store {
   virtual Status upsertGroup(const GroupRecord& group) = 0;
   virtual Result<GroupRecord> getGroup(const std::string& name) = 0;
   virtual Result<std::vector<GroupRecord>> listGroups() = 0;
+  // Remove a user or group together with its quota row, in one transaction (jobs keep the
+  // name they were submitted under). NotFound when it does not exist.
+  virtual Status deleteUser(const std::string& name) = 0;
+  virtual Status deleteGroup(const std::string& name) = 0;
   // Sets (replaces) a quota and writes an audit event naming `actor`, in one transaction. The
   // user or group must exist.
   virtual Status setQuota(const QuotaRecord& quota, const std::string& actor) = 0;
   virtual Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) = 0;
   virtual Result<std::vector<QuotaRecord>> listQuotas() = 0;
+  // Removes a quota and writes a "delete_quota" audit event naming `actor`, in one
+  // transaction. NotFound when no quota is set.
+  virtual Status deleteQuota(QuotaSubject subject, const std::string& name,
+                             const std::string& actor, TimePoint now) = 0;
   // Audit events with seq > `after_seq`, oldest first, at most `limit` (1..kMaxPageSize).
   virtual Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) = 0;
   virtual Status upsertQos(const QosRecord& qos) = 0;
   virtual Result<std::vector<QosRecord>> listQos() = 0;
+  // NotFound when no such QoS exists.
+  virtual Status deleteQos(const std::string& name) = 0;
 
   // ---- API tokens
   // Returns the new token's id. AlreadyExists when the hash is already stored.

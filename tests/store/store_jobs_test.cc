@@ -67,6 +67,20 @@ TEST_P(JobsTest, MissingJobIsNotFound) {
             StatusCode::kNotFound);
 }
 
+TEST_P(JobsTest, CountsJobsByState) {
+  auto none = store().countJobsByState();
+  ASSERT_TRUE(none.ok()) << none.status().toString();
+  EXPECT_TRUE(none->empty());
+  int64_t a = submitOne(store(), job("alice"), at(1));
+  submitOne(store(), job("bob"), at(2));
+  submitOne(store(), job("carol"), at(3));
+  ASSERT_TRUE(store().recordPlacement(a, "[]", at(4), "placed").ok());
+  auto counts = store().countJobsByState();
+  ASSERT_TRUE(counts.ok()) << counts.status().toString();
+  std::vector<std::pair<std::string, int64_t>> want{{"PENDING", 2}, {"RUNNING", 1}};
+  EXPECT_EQ(*counts, want);
+}
+
 TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
   std::vector<NewJob> batch;
   for (int i = 0; i < 4; ++i) {
