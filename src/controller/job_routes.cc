@@ -125,7 +125,22 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_RETURN_IF_ERROR(jobs.requeue(caller, id));
                return jsonResponse(200, json{{"id", id}, {"state", "PENDING"}});
              }));
-  return added;
+  if (!added.isOk()) return added;
+
+  // Hold and release answer the job's state and reason after the change.
+  auto holdRoute = [&jobs](bool hold) {
+    return [&jobs, hold](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+      GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+      GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+      GPOOL_RETURN_IF_ERROR(hold ? jobs.hold(caller, id) : jobs.release(caller, id));
+      GPOOL_ASSIGN_OR_RETURN(api::Job job, jobs.show(caller, id));
+      return jsonResponse(
+          200, json{{"id", id}, {"state", api::jobStateName(job.state)}, {"reason", job.reason}});
+    };
+  };
+  added = router.add(net::Method::kPost, "/v1/jobs/{id}/hold", authed(ctx, {}, holdRoute(true)));
+  if (!added.isOk()) return added;
+  return router.add(net::Method::kPost, "/v1/jobs/{id}/release", authed(ctx, {}, holdRoute(false)));
 }
 
 }  // namespace gpool::controller::routes

@@ -216,4 +216,34 @@ Status JobService::requeue(const Caller& caller, int64_t id) {
   return Status::ok();
 }
 
+Status JobService::hold(const Caller& caller, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kHold));
+  if (record.state != store::kStatePending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+                                      ": only PENDING jobs can be held");
+  }
+  if (!record.hold.empty()) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is already held (" +
+                                      record.reason + ")");
+  }
+  bool admin = actsAsAdminFor(caller, JobOwner{record.user, record.group});
+  return store_.setJobHold(id, admin ? "admin" : "user", clock_.now(),
+                           admin ? "JobHeldAdmin" : "JobHeldUser");
+}
+
+Status JobService::release(const Caller& caller, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kRelease));
+  if (record.hold.empty()) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is not held");
+  }
+  if (record.hold == "admin" && !actsAsAdminFor(caller, JobOwner{record.user, record.group})) {
+    return Status::permissionDenied("job " + std::to_string(id) +
+                                    " was held by an administrator; only an admin or the "
+                                    "group's admin may release it");
+  }
+  GPOOL_RETURN_IF_ERROR(store_.setJobHold(id, "", clock_.now(), "released by " + caller.user));
+  if (listener_) listener_->jobsChanged();
+  return Status::ok();
+}
+
 }  // namespace gpool::controller

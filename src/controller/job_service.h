@@ -64,6 +64,14 @@ class JobService {
   // PREEMPTED or NODE_FAIL -> PENDING (a new attempt; the next placement gets a new epoch).
   Status requeue(const Caller& caller, int64_t id);
 
+  // Holds a PENDING job: it stays PENDING and is not placed until released (Slurm's hold).
+  // Its reason becomes JobHeldAdmin when an admin or the job's group admin holds it, else
+  // JobHeldUser. FailedPrecondition when the job is not PENDING or is already held.
+  Status hold(const Caller& caller, int64_t id);
+  // Releases a held job. An admin hold is released only by an admin or the job's group admin
+  // (PermissionDenied for its owner). FailedPrecondition when the job is not held.
+  Status release(const Caller& caller, int64_t id);
+
  private:
   Result<store::JobRecord> loadChecked(const Caller& caller, int64_t id, JobAction action);
   Status checkAgainstPool(const api::JobSpec& spec) const;

@@ -53,6 +53,10 @@ Status checkJobAction(const Caller& caller, JobAction action, const JobOwner& ow
                                   "'");
 }
 
+bool actsAsAdminFor(const Caller& caller, const JobOwner& owner) {
+  return caller.role == Role::kAdmin || administers(caller, owner.group);
+}
+
 Status checkSubmit(const Caller& caller, std::string_view as_user, std::string_view group) {
   if (caller.role == Role::kAdmin) return Status::ok();
   if (as_user == caller.user) return Status::ok();

@@ -49,6 +49,10 @@ struct JobOwner {
 // the caller, the action and the job's owner.
 Status checkJobAction(const Caller& caller, JobAction action, const JobOwner& owner);
 
+// True when `caller` acts on this job as an administrator: an admin, or the admin of the
+// job's group (holds they place are admin holds; they may release admin holds).
+bool actsAsAdminFor(const Caller& caller, const JobOwner& owner);
+
 // Submitting as `as_user` into `group`: anyone as themselves, an admin as anyone, a group admin
 // as anyone into one of its groups.
 Status checkSubmit(const Caller& caller, std::string_view as_user, std::string_view group);

@@ -238,6 +238,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
                                       ? std::string("normal")
                                       : options_.scheduler.qos_levels.front().name;
   for (const store::JobRecord& record : records) {
+    // A held job is invisible to the pass: not placed, its JobHeld* reason kept.
+    if (record.state == store::kStatePending && !record.hold.empty()) continue;
     by_id[record.id] = &record;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     sched::Job sj;

@@ -168,7 +168,7 @@ SqlParam optTimeParam(const std::optional<TimePoint>& t) {
 constexpr const char* kJobColumns =
     "id, user_name, group_name, state, spec_json, gpu_thousandths, priority, array_parent, "
     "array_index, submit_time, start_time, end_time, placement_json, epoch, exit_code, reason, "
-    "requeue_count, uid";
+    "requeue_count, uid, hold";
 
 JobRecord jobFromRow(const SqlRow& r) {
   JobRecord j;
@@ -190,6 +190,7 @@ JobRecord jobFromRow(const SqlRow& r) {
   j.reason = r.text(15);
   j.requeue_count = static_cast<int32_t>(r.integer(16));
   j.uid = static_cast<uint32_t>(r.integer(17));
+  j.hold = r.text(18);
   return j;
 }
 
@@ -255,6 +256,8 @@ std::vector<Migration> migrationsFor(Dialect dialect) {
       // The submitting user's uid, so that a job can be run (and shown) without looking the
       // user up again; 0 for jobs submitted before version 2.
       Migration{2, "jobs.uid", "ALTER TABLE jobs ADD COLUMN uid BIGINT NOT NULL DEFAULT 0"},
+      // Holds (Slurm's scontrol hold/release): "" not held, "user" or "admin".
+      Migration{3, "jobs.hold", "ALTER TABLE jobs ADD COLUMN hold TEXT NOT NULL DEFAULT ''"},
   };
 }
 
@@ -643,10 +646,18 @@ Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& pla
     epoch = before.epoch + 1;
     // Entering RUNNING sets start_time (the api's invariant); recordStart
     // later moves it to the start the agent reports.
-    return tx.exec(
-        "UPDATE jobs SET placement_json = $1, epoch = $2, "
-        "start_time = $3 WHERE id = $4",
-        {placement_json, epoch, micros(now), job_id});
+    if (!before.hold.empty()) {
+      return Status::failedPrecondition("job " + std::to_string(job_id) + " is held (" +
+                                        before.hold + ")");
+    }
+    // `hold = ''` again in the WHERE clause: a hold that committed after the read wins.
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("UPDATE jobs SET placement_json = $1, epoch = $2, "
+                                               "start_time = $3 WHERE id = $4 AND hold = '' "
+                                               "RETURNING id",
+                                               {placement_json, epoch, micros(now), job_id}));
+    if (rows.empty())
+      return Status::failedPrecondition("job " + std::to_string(job_id) + " is held");
+    return Status::ok();
   });
   if (!txn_status.isOk()) return txn_status;
   return epoch;
@@ -727,6 +738,26 @@ Status SqlStore::transitionJob(const JobTransition& t) {
       return clearForRequeue(tx, t.job_id);
     }
     return Status::ok();
+  });
+}
+
+Status SqlStore::setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
+                            const std::string& reason) {
+  if (!hold.empty() && hold != "user" && hold != "admin") {
+    return Status::invalidArgument("setJobHold: hold must be empty, user or admin, not '" + hold +
+                                   "'");
+  }
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("UPDATE jobs SET hold = $1, reason = $2 WHERE id = $3 AND "
+                                    "state = $4 RETURNING id",
+                                    {hold, reason, job_id, std::string(kStatePending)}));
+    if (rows.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+      return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + job.state +
+                                        ", not PENDING");
+    }
+    return insertEvent(tx, job_id, now, kStatePending, kStatePending, reason);
   });
 }
 

@@ -66,6 +66,9 @@ struct JobRecord {
   std::optional<int32_t> exit_code;
   std::string reason;  // the reason of the latest transition (pending reason, failure cause)
   int32_t requeue_count = 0;
+  // A held job stays PENDING and is not placed (Slurm's hold): "" (not held), "user" (held by
+  // its owner; JobHeldUser) or "admin" (held by an administrator; JobHeldAdmin). Version 3.
+  std::string hold;
 };
 
 struct JobEvent {
@@ -242,7 +245,7 @@ class Store {
   virtual Result<std::vector<JobEvent>> jobEvents(int64_t job_id) = 0;
 
   // PENDING -> RUNNING: stores the placement, sets start_time to `now`, increments the fencing
-  // epoch; returns the new epoch.
+  // epoch; returns the new epoch. FailedPrecondition for a held job (setJobHold).
   virtual Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json,
                                           TimePoint now, const std::string& reason) = 0;
   // The agent reported the job's processes started: moves start_time to `now` (RUNNING stays
@@ -259,6 +262,11 @@ class Store {
   // the requeue. One transaction either way.
   virtual Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                                   const std::string& reason) = 0;
+  // Sets or clears (`hold` empty) the hold of a PENDING job, with `reason` as its reason and a
+  // PENDING -> PENDING event, in one transaction. NotFound for an unknown job,
+  // FailedPrecondition when the job is not PENDING. recordPlacement refuses a held job.
+  virtual Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
+                            const std::string& reason) = 0;
   // Moving to a terminal state sets end_time and writes the usage record; moving to PENDING
   // from another state is a requeue (placement, times and exit code cleared, requeue counted).
   virtual Status transitionJob(const JobTransition& transition) = 0;
@@ -349,6 +357,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 2;
+inline constexpr int32_t kSchemaVersion = 3;
 
 }  // namespace gpool::store

@@ -73,6 +73,41 @@ TEST_F(ApiTest, RequeueMovesAPreemptedJobBackToPending) {
   EXPECT_EQ(call("root", Method::kPost, jobPath(424242, "/requeue")).status, 404);
 }
 
+TEST_F(ApiTest, HoldKeepsAJobPendingUntilReleased) {
+  int64_t id = submit("alice", "ml");
+  auto held = call("alice", Method::kPost, jobPath(id, "/hold"));
+  ASSERT_EQ(held.status, 200) << held.body;
+  EXPECT_EQ(body(held)["state"], "PENDING");
+  EXPECT_EQ(body(held)["reason"], "JobHeldUser");
+  EXPECT_EQ(body(get("alice", jobPath(id)))["reason"], "JobHeldUser");
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/hold")).status, 409);
+  EXPECT_EQ(call("bob", Method::kPost, jobPath(id, "/release")).status, 403);
+  auto released = call("alice", Method::kPost, jobPath(id, "/release"));
+  ASSERT_EQ(released.status, 200) << released.body;
+  EXPECT_EQ(body(released)["reason"], "released by alice");
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/release")).status, 409);
+
+  // An admin hold: its owner cannot release it; the group's admin can.
+  ASSERT_EQ(call("root", Method::kPost, jobPath(id, "/hold")).status, 200);
+  EXPECT_EQ(body(get("alice", jobPath(id)))["reason"], "JobHeldAdmin");
+  auto refused = call("alice", Method::kPost, jobPath(id, "/release"));
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_NE(message(refused).find("administrator"), std::string::npos) << refused.body;
+  EXPECT_EQ(call("carol", Method::kPost, jobPath(id, "/release")).status, 200);
+
+  auto events = body(get("alice", jobPath(id, "/events")))["events"];
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[1]["reason"], "JobHeldUser");
+  EXPECT_EQ(events[3]["reason"], "JobHeldAdmin");
+
+  int64_t running = submit("alice", "ml");
+  place(running);
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(running, "/hold")).status, 409);
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(running, "/release")).status, 409);
+  EXPECT_EQ(call("root", Method::kPost, jobPath(777777, "/hold")).status, 404);
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/hold"), "[]").status, 400);
+}
+
 TEST_F(ApiTest, NodeShowDrainAndResume) {
   auto shown = get("bob", "/v1/nodes/gpu-02");
   ASSERT_EQ(shown.status, 200) << shown.body;
@@ -339,7 +374,8 @@ TEST_F(ApiTest, GroupsQuotasAndQos) {
 // Each role against each route that acts on someone's job or on the pool: alice owns the job
 // (group ml), bob is another user, carol administers ml, root is an admin.
 TEST_F(ApiTest, PermissionMatrix) {
-  // `fresh`: the target is a new job of alice's for each call (1: pending, 2: preempted).
+  // `fresh`: the target is a new job of alice's for each call (1: pending, 2: preempted,
+  // 3: held by alice).
   struct Case {
     Method method;
     std::string target;
@@ -353,6 +389,8 @@ TEST_F(ApiTest, PermissionMatrix) {
       {Method::kGet, jobPath(shown, "/events"), "", 200, 403, 200, 200},
       {Method::kPost, "/cancel", "", 200, 403, 200, 200, 1},
       {Method::kPost, "/requeue", "", 200, 403, 200, 200, 2},
+      {Method::kPost, "/hold", "", 200, 403, 200, 200, 1},
+      {Method::kPost, "/release", "", 200, 403, 200, 200, 3},
       {Method::kPost, jobPath(shown, "/requeue"), "", 409, 403, 409, 409},
       {Method::kGet, "/v1/nodes", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/nodes/gpu-01", "", 200, 200, 200, 200},
@@ -386,6 +424,9 @@ TEST_F(ApiTest, PermissionMatrix) {
         if (c.fresh == 2) {
           place(id);
           ASSERT_TRUE(store_->recordPreemption(id, false, clock_.now(), "preempted").isOk());
+        }
+        if (c.fresh == 3) {
+          ASSERT_TRUE(store_->setJobHold(id, "user", clock_.now(), "JobHeldUser").isOk());
         }
         target = jobPath(id, c.target);
       }

@@ -81,6 +81,34 @@ TEST_P(JobsTest, CountsJobsByState) {
   EXPECT_EQ(*counts, want);
 }
 
+TEST_P(JobsTest, AHeldJobStaysPendingAndIsNotPlaced) {
+  int64_t id = submitOne(store(), job("alice"), at(1));
+  ASSERT_TRUE(store().setJobHold(id, "user", at(2), "JobHeldUser").isOk());
+  auto held = store().getJob(id);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->hold, "user");
+  EXPECT_EQ(held->reason, "JobHeldUser");
+  EXPECT_EQ(held->state, "PENDING");
+  auto placed = store().recordPlacement(id, "[]", at(3), "placed");
+  EXPECT_EQ(placed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().getJob(id)->epoch, 0);  // nothing of the placement was written
+  EXPECT_EQ(store().setJobHold(id, "later", at(3), "x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store().setJobHold(999999, "user", at(3), "x").code(), StatusCode::kNotFound);
+
+  ASSERT_TRUE(store().setJobHold(id, "", at(4), "released").isOk());
+  EXPECT_EQ(store().getJob(id)->hold, "");
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ(events->at(1).from_state, "PENDING");
+  EXPECT_EQ(events->at(1).to_state, "PENDING");
+  EXPECT_EQ(events->at(1).reason, "JobHeldUser");
+  EXPECT_EQ(events->at(2).reason, "released");
+  ASSERT_TRUE(store().recordPlacement(id, "[]", at(5), "placed").ok());
+  EXPECT_EQ(store().setJobHold(id, "admin", at(6), "JobHeldAdmin").code(),
+            StatusCode::kFailedPrecondition);
+}
+
 TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
   std::vector<NewJob> batch;
   for (int i = 0; i < 4; ++i) {
