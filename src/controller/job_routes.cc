@@ -6,6 +6,7 @@
 
 #include "api/job.h"
 #include "api/job_spec.h"
+#include "api/json_reader.h"
 #include "controller/route_helpers.h"
 #include "store/api_codec.h"
 
@@ -124,6 +125,28 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_RETURN_IF_ERROR(expectNoBody(req));
                GPOOL_RETURN_IF_ERROR(jobs.requeue(caller, id));
                return jsonResponse(200, json{{"id", id}, {"state", "PENDING"}});
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPatch, "/v1/jobs/{id}",
+      authed(ctx, {},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+               std::optional<int64_t> time_limit;
+               std::optional<int32_t> priority;
+               api::ObjectReader r(body, "body");
+               r.optionalQuantity("time_limit", api::Quantity::kDuration, &time_limit);
+               r.optionalInteger("priority", &priority, -1'000'000, 1'000'000);
+               GPOOL_RETURN_IF_ERROR(r.finish());
+               if (!time_limit && !priority) {
+                 return Status::invalidArgument(
+                     "body.time_limit: give time_limit (or time_limit_seconds) and/or priority");
+               }
+               GPOOL_RETURN_IF_ERROR(jobs.update(caller, id, time_limit, priority));
+               GPOOL_ASSIGN_OR_RETURN(api::Job job, jobs.show(caller, id));
+               return jsonResponse(200, api::toJson(job));
              }));
   if (!added.isOk()) return added;
 

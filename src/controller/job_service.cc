@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -242,6 +244,33 @@ Status JobService::release(const Caller& caller, int64_t id) {
                                     "group's admin may release it");
   }
   GPOOL_RETURN_IF_ERROR(store_.setJobHold(id, "", clock_.now(), "released by " + caller.user));
+  if (listener_) listener_->jobsChanged();
+  return Status::ok();
+}
+
+Status JobService::update(const Caller& caller, int64_t id,
+                          std::optional<int64_t> time_limit_seconds,
+                          std::optional<int32_t> priority) {
+  GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "update job " + std::to_string(id)));
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(id));
+  if (record.state != store::kStatePending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+                                      ": only PENDING jobs can be updated");
+  }
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+  std::string reason;
+  if (time_limit_seconds) {
+    job.spec.time_limit_seconds = *time_limit_seconds;
+    GPOOL_RETURN_IF_ERROR(api::validateJobSpec(job.spec));
+    reason = "time limit set to " + std::to_string(*time_limit_seconds) + " s";
+  }
+  if (priority) {
+    reason +=
+        (reason.empty() ? "" : ", ") + std::string("priority set to ") + std::to_string(*priority);
+  }
+  reason += " by " + caller.user;
+  GPOOL_RETURN_IF_ERROR(store_.updateJob(store::JobUpdate{
+      id, api::toJson(job.spec).dump(), priority.value_or(record.priority), clock_.now(), reason}));
   if (listener_) listener_->jobsChanged();
   return Status::ok();
 }

@@ -72,6 +72,12 @@ class JobService {
   // (PermissionDenied for its owner). FailedPrecondition when the job is not held.
   Status release(const Caller& caller, int64_t id);
 
+  // An admin's change to a PENDING job: its time limit (seconds, checked by the api's rules)
+  // and/or its priority (added to the computed one; Slurm's negative nice), each applied when
+  // set. PermissionDenied for non-admins, FailedPrecondition when the job is not PENDING.
+  Status update(const Caller& caller, int64_t id, std::optional<int64_t> time_limit_seconds,
+                std::optional<int32_t> priority);
+
  private:
   Result<store::JobRecord> loadChecked(const Caller& caller, int64_t id, JobAction action);
   Status checkAgainstPool(const api::JobSpec& spec) const;

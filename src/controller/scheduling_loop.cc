@@ -250,6 +250,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
     sj.submit_time = record.submit_time;
     sj.time_limit_s = job.spec.time_limit_seconds;
     sj.preemptible = job.spec.preemptible;
+    sj.nice = -int64_t{record.priority};  // an admin's priority change (PATCH /v1/jobs/{id})
     sj.request = requestFor(record.id, job.spec);
     if (record.state != "PENDING") {
       auto allocs = schedAllocationsFor(job.allocations, cluster);

@@ -761,6 +761,22 @@ Status SqlStore::setJobHold(int64_t job_id, const std::string& hold, TimePoint n
   });
 }
 
+Status SqlStore::updateJob(const JobUpdate& u) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("UPDATE jobs SET spec_json = $1, priority = $2 WHERE id = $3 "
+                 "AND state = $4 RETURNING id",
+                 {u.spec_json, int64_t{u.priority}, u.job_id, std::string(kStatePending)}));
+    if (rows.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, u.job_id));
+      return Status::failedPrecondition("job " + std::to_string(u.job_id) + " is " + job.state +
+                                        ", not PENDING");
+    }
+    return insertEvent(tx, u.job_id, u.time, kStatePending, kStatePending, u.reason);
+  });
+}
+
 Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::string>& states) {
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs";
   std::vector<SqlParam> params;

@@ -102,6 +102,7 @@ class SqlStore : public Store {
   Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                           const std::string& reason) override;
   Status transitionJob(const JobTransition& transition) override;
+  Status updateJob(const JobUpdate& update) override;
   Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
                     const std::string& reason) override;
   Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) override;

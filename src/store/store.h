@@ -109,6 +109,15 @@ struct JobTransition {
   std::string reason;
 };
 
+// An admin's change to a PENDING job (PATCH /v1/jobs/{id}): its spec (time limit) and priority.
+struct JobUpdate {
+  int64_t job_id = 0;
+  std::string spec_json;
+  int32_t priority = 0;
+  TimePoint time{};
+  std::string reason;  // for the event; the job's own reason is left alone
+};
+
 struct NodeRecord {
   std::string name;
   std::string state;      // IDLE, MIXED, ALLOCATED, DRAINING, DRAINED, DOWN
@@ -267,6 +276,9 @@ class Store {
   // FailedPrecondition when the job is not PENDING. recordPlacement refuses a held job.
   virtual Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
                             const std::string& reason) = 0;
+  // Replaces the spec and priority of a PENDING job and writes a PENDING -> PENDING event, in
+  // one transaction. NotFound for an unknown job, FailedPrecondition when it is not PENDING.
+  virtual Status updateJob(const JobUpdate& update) = 0;
   // Moving to a terminal state sets end_time and writes the usage record; moving to PENDING
   // from another state is a requeue (placement, times and exit code cleared, requeue counted).
   virtual Status transitionJob(const JobTransition& transition) = 0;

@@ -108,6 +108,34 @@ TEST_F(ApiTest, HoldKeepsAJobPendingUntilReleased) {
   EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/hold"), "[]").status, 400);
 }
 
+TEST_F(ApiTest, AdminsPatchTimeLimitAndPriorityOfPendingJobs) {
+  int64_t id = submit("alice", "ml");
+  EXPECT_EQ(call("alice", Method::kPatch, jobPath(id), R"({"priority":5})").status, 403);
+  EXPECT_EQ(call("carol", Method::kPatch, jobPath(id), R"({"priority":5})").status, 403);
+  auto patched = call("root", Method::kPatch, jobPath(id), R"({"time_limit":"2h","priority":5})");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(body(patched)["spec"]["time_limit_seconds"], 7200);
+  EXPECT_EQ(store_->getJob(id)->priority, 5);
+  auto events = body(get("alice", jobPath(id, "/events")))["events"];
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["reason"], "time limit set to 7200 s, priority set to 5 by root");
+  ASSERT_EQ(call("root", Method::kPatch, jobPath(id), R"({"time_limit_seconds":60})").status, 200);
+  EXPECT_EQ(store_->getJob(id)->priority, 5);  // unchanged when not given
+
+  for (const char* bad : {"{}", R"({"priority":"high"})", R"({"priority":2000000})",
+                          R"({"time_limit":"soon"})", R"({"nice":1})", "[1]", "{"}) {
+    auto r = call("root", Method::kPatch, jobPath(id), bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+  EXPECT_NE(message(call("root", Method::kPatch, jobPath(id), R"({"nice":1})")).find("body.nice"),
+            std::string::npos);
+  EXPECT_NE(message(call("root", Method::kPatch, jobPath(id), "{}")).find("body.time_limit"),
+            std::string::npos);
+  EXPECT_EQ(call("root", Method::kPatch, jobPath(888888), R"({"priority":1})").status, 404);
+  place(id);
+  EXPECT_EQ(call("root", Method::kPatch, jobPath(id), R"({"priority":1})").status, 409);
+}
+
 TEST_F(ApiTest, NodeShowDrainAndResume) {
   auto shown = get("bob", "/v1/nodes/gpu-02");
   ASSERT_EQ(shown.status, 200) << shown.body;

@@ -105,6 +105,22 @@ TEST_F(SchedulingLoopTest, HeldJobIsNotPlacedUntilReleased) {
   EXPECT_EQ(gateway_.forJob(id).size(), 1u);
 }
 
+// An admin's priority change (PATCH /v1/jobs/{id}) reorders the queue.
+TEST_F(SchedulingLoopTest, PatchedPriorityGoesFirst) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t first = submit(makeSpec(2000));
+  int64_t second = submit(makeSpec(2000));
+  Caller admin;
+  admin.user = "root";
+  admin.role = Role::kAdmin;
+  EXPECT_EQ(ctl_->service.update(alice(), second, std::nullopt, 100).code(),
+            StatusCode::kPermissionDenied);
+  ASSERT_TRUE(ctl_->service.update(admin, second, std::nullopt, 100'000).isOk());
+  pass();
+  EXPECT_EQ(state(second), "RUNNING");
+  EXPECT_EQ(state(first), "PENDING");
+}
+
 TEST_F(SchedulingLoopTest, SubmitPlacedRunningCompleted) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
   int64_t id = submit(makeSpec(1000));

@@ -109,6 +109,24 @@ TEST_P(JobsTest, AHeldJobStaysPendingAndIsNotPlaced) {
             StatusCode::kFailedPrecondition);
 }
 
+TEST_P(JobsTest, UpdateChangesAPendingJobsSpecAndPriority) {
+  int64_t id = submitOne(store(), job("alice"), at(1));
+  ASSERT_TRUE(store().updateJob({id, R"({"command":["x"]})", 42, at(2), "priority 42"}).isOk());
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->spec_json, R"({"command":["x"]})");
+  EXPECT_EQ(got->priority, 42);
+  EXPECT_EQ(got->reason, "submitted");  // the job's own reason stays
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ(events->back().reason, "priority 42");
+  EXPECT_EQ(store().updateJob({999999, "{}", 1, at(3), "x"}).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store().recordPlacement(id, "[]", at(4), "placed").ok());
+  EXPECT_EQ(store().updateJob({id, "{}", 1, at(5), "x"}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().getJob(id)->priority, 42);
+}
+
 TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
   std::vector<NewJob> batch;
   for (int i = 0; i < 4; ++i) {
