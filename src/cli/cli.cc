@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "cli/up_command.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
 
@@ -20,11 +21,15 @@ int runCli(const std::vector<std::string>& args) {
   auto* version = app.add_subcommand("version", "Print the version of this gpool build");
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
   sim::registerSimCommands(app);
+  registerUpCommands(app);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
+  } catch (const CLI::RuntimeError& e) {
+    // A command that failed after reporting on stderr; its code follows docs/cli-exit-codes.md.
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : exitCodeFor(StatusCode::kInvalidArgument);
