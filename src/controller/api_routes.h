@@ -1,5 +1,8 @@
 #pragma once
 
+#include <functional>
+
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
 #include "controller/job_service.h"
@@ -9,15 +12,18 @@
 #include "net/router.h"
 #include "store/store.h"
 
-// The REST routes gpoold serves over src/net (docs/controller.md lists them):
-//   GET  /v1/health                 (anonymous)
-//   POST /v1/jobs                   body: a JobSpec (api JSON); ?group= charges a group
-//   GET  /v1/jobs                   ?user= &group= &state= (repeatable) &after= &limit=
-//   GET  /v1/jobs/{id}
-//   POST /v1/jobs/{id}/cancel
-//   GET  /v1/nodes
+// The REST routes gpoold serves over src/net. docs/controller.md has the route table and
+// docs/openapi.json describes every route (a test keeps the two in step with the router):
+//   GET  /v1/health                          (anonymous)
+//   jobs:   POST/GET /v1/jobs, GET /v1/jobs/{id}, GET /v1/jobs/{id}/events,
+//           POST /v1/jobs/{id}/cancel, POST /v1/jobs/{id}/requeue
+//   nodes:  GET /v1/nodes, GET /v1/nodes/{name}, POST /v1/nodes/{name}/drain|resume,
+//           GET /v1/gpus, GET /v1/summary
+//   catalog: GET /v1/users|groups|quotas|qos, GET/PUT/DELETE /v1/users/{name},
+//           /v1/groups/{name}, /v1/quotas/{subject}/{name}, /v1/qos/{name}; GET /v1/usage
 // Errors are the JSON error bodies of net::Response::error with the Status's HTTP code; bad
-// input is always a 4xx naming the field.
+// input (bad JSON, unknown fields or query parameters, bad paging, bad names) is always a 4xx
+// naming the field.
 namespace gpool::controller {
 
 // Who a request runs as: the peer's user from the kernel (Unix socket) or a token, with the
@@ -25,9 +31,20 @@ namespace gpool::controller {
 // to). uid 0 is an admin; a user without a record is a plain user. Unauthenticated for
 // anonymous peers.
 Result<Caller> callerFor(store::Store& store, const net::PeerIdentity& peer);
+// The caller for a known user name (the part of callerFor after the peer is identified).
+Result<Caller> callerForUser(store::Store& store, const std::string& user, uint32_t uid);
+
+struct ApiRouteOptions {
+  // Reads the time (usage defaults, quota timestamps); null: realClock(). Must outlive the
+  // server.
+  Clock* clock = nullptr;
+  // Decides who a request runs as; empty: callerFor(store, request.peer). Tests use it to act
+  // as users of every role over one socket.
+  std::function<Result<Caller>(const net::Request&)> caller_for;
+};
 
 // Adds the routes; every referenced object must outlive the server.
 Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
-                    NodeRegistry& registry);
+                    NodeRegistry& registry, ApiRouteOptions options = {});
 
 }  // namespace gpool::controller

@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -212,6 +214,63 @@ Status JobService::requeue(const Caller& caller, int64_t id) {
   GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kPending));
   GPOOL_RETURN_IF_ERROR(store_.transitionJob(store::JobTransition{
       id, {record.state}, "PENDING", clock_.now(), "requeued by " + caller.user}));
+  if (listener_) listener_->jobsChanged();
+  return Status::ok();
+}
+
+Status JobService::hold(const Caller& caller, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kHold));
+  if (record.state != store::kStatePending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+                                      ": only PENDING jobs can be held");
+  }
+  if (!record.hold.empty()) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is already held (" +
+                                      record.reason + ")");
+  }
+  bool admin = actsAsAdminFor(caller, JobOwner{record.user, record.group});
+  return store_.setJobHold(id, admin ? "admin" : "user", clock_.now(),
+                           admin ? "JobHeldAdmin" : "JobHeldUser");
+}
+
+Status JobService::release(const Caller& caller, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kRelease));
+  if (record.hold.empty()) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is not held");
+  }
+  if (record.hold == "admin" && !actsAsAdminFor(caller, JobOwner{record.user, record.group})) {
+    return Status::permissionDenied("job " + std::to_string(id) +
+                                    " was held by an administrator; only an admin or the "
+                                    "group's admin may release it");
+  }
+  GPOOL_RETURN_IF_ERROR(store_.setJobHold(id, "", clock_.now(), "released by " + caller.user));
+  if (listener_) listener_->jobsChanged();
+  return Status::ok();
+}
+
+Status JobService::update(const Caller& caller, int64_t id,
+                          std::optional<int64_t> time_limit_seconds,
+                          std::optional<int32_t> priority) {
+  GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "update job " + std::to_string(id)));
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(id));
+  if (record.state != store::kStatePending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+                                      ": only PENDING jobs can be updated");
+  }
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+  std::string reason;
+  if (time_limit_seconds) {
+    job.spec.time_limit_seconds = *time_limit_seconds;
+    GPOOL_RETURN_IF_ERROR(api::validateJobSpec(job.spec));
+    reason = "time limit set to " + std::to_string(*time_limit_seconds) + " s";
+  }
+  if (priority) {
+    reason +=
+        (reason.empty() ? "" : ", ") + std::string("priority set to ") + std::to_string(*priority);
+  }
+  reason += " by " + caller.user;
+  GPOOL_RETURN_IF_ERROR(store_.updateJob(store::JobUpdate{
+      id, api::toJson(job.spec).dump(), priority.value_or(record.priority), clock_.now(), reason}));
   if (listener_) listener_->jobsChanged();
   return Status::ok();
 }

@@ -64,6 +64,20 @@ class JobService {
   // PREEMPTED or NODE_FAIL -> PENDING (a new attempt; the next placement gets a new epoch).
   Status requeue(const Caller& caller, int64_t id);
 
+  // Holds a PENDING job: it stays PENDING and is not placed until released (Slurm's hold).
+  // Its reason becomes JobHeldAdmin when an admin or the job's group admin holds it, else
+  // JobHeldUser. FailedPrecondition when the job is not PENDING or is already held.
+  Status hold(const Caller& caller, int64_t id);
+  // Releases a held job. An admin hold is released only by an admin or the job's group admin
+  // (PermissionDenied for its owner). FailedPrecondition when the job is not held.
+  Status release(const Caller& caller, int64_t id);
+
+  // An admin's change to a PENDING job: its time limit (seconds, checked by the api's rules)
+  // and/or its priority (added to the computed one; Slurm's negative nice), each applied when
+  // set. PermissionDenied for non-admins, FailedPrecondition when the job is not PENDING.
+  Status update(const Caller& caller, int64_t id, std::optional<int64_t> time_limit_seconds,
+                std::optional<int32_t> priority);
+
  private:
   Result<store::JobRecord> loadChecked(const Caller& caller, int64_t id, JobAction action);
   Status checkAgainstPool(const api::JobSpec& spec) const;

@@ -53,6 +53,10 @@ Status checkJobAction(const Caller& caller, JobAction action, const JobOwner& ow
                                   "'");
 }
 
+bool actsAsAdminFor(const Caller& caller, const JobOwner& owner) {
+  return caller.role == Role::kAdmin || administers(caller, owner.group);
+}
+
 Status checkSubmit(const Caller& caller, std::string_view as_user, std::string_view group) {
   if (caller.role == Role::kAdmin) return Status::ok();
   if (as_user == caller.user) return Status::ok();
@@ -65,6 +69,32 @@ Status checkNodeAdmin(const Caller& caller) {
   if (caller.role == Role::kAdmin) return Status::ok();
   return Status::permissionDenied(std::string(roleName(caller.role)) + " '" + caller.user +
                                   "' may not change nodes (admin only)");
+}
+
+Status checkCatalogAdmin(const Caller& caller, std::string_view what) {
+  if (caller.role == Role::kAdmin) return Status::ok();
+  return Status::permissionDenied(std::string(roleName(caller.role)) + " '" + caller.user +
+                                  "' may not " + std::string(what) + " (admin only)");
+}
+
+Status checkQuotaChange(const Caller& caller, bool is_group, std::string_view name) {
+  if (caller.role == Role::kAdmin) return Status::ok();
+  if (is_group && administers(caller, name)) return Status::ok();
+  return Status::permissionDenied(std::string(roleName(caller.role)) + " '" + caller.user +
+                                  "' may not change the quota of " +
+                                  (is_group ? "group '" : "user '") + std::string(name) +
+                                  "' (admins; group admins for their groups)");
+}
+
+bool maySeeUser(const Caller& caller, std::string_view user,
+                const std::vector<std::string>& member_of) {
+  if (caller.role == Role::kAdmin || (!caller.user.empty() && caller.user == user)) return true;
+  return std::any_of(member_of.begin(), member_of.end(),
+                     [&](const std::string& g) { return administers(caller, g); });
+}
+
+bool maySeeGroup(const Caller& caller, std::string_view group) {
+  return caller.role == Role::kAdmin || administers(caller, group);
 }
 
 }  // namespace gpool::controller

@@ -49,11 +49,29 @@ struct JobOwner {
 // the caller, the action and the job's owner.
 Status checkJobAction(const Caller& caller, JobAction action, const JobOwner& owner);
 
+// True when `caller` acts on this job as an administrator: an admin, or the admin of the
+// job's group (holds they place are admin holds; they may release admin holds).
+bool actsAsAdminFor(const Caller& caller, const JobOwner& owner);
+
 // Submitting as `as_user` into `group`: anyone as themselves, an admin as anyone, a group admin
 // as anyone into one of its groups.
 Status checkSubmit(const Caller& caller, std::string_view as_user, std::string_view group);
 
 // Node registry changes (drain, resume, delete): admins only.
 Status checkNodeAdmin(const Caller& caller);
+
+// Changes to the catalog (users, groups, QoS levels): admins only. `what` names the change in
+// the message ("change user 'bob'").
+Status checkCatalogAdmin(const Caller& caller, std::string_view what);
+
+// Setting or removing a quota: admins; a group admin for the groups it administers.
+Status checkQuotaChange(const Caller& caller, bool is_group, std::string_view name);
+
+// Reading accounts (user records, quotas, usage rows). An admin sees everything; a caller sees
+// their own user; a group admin also sees the groups it administers and, for user records, the
+// members of those groups (`member_of`: the groups of the user record read; empty otherwise).
+bool maySeeUser(const Caller& caller, std::string_view user,
+                const std::vector<std::string>& member_of = {});
+bool maySeeGroup(const Caller& caller, std::string_view group);
 
 }  // namespace gpool::controller

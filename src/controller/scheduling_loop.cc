@@ -238,6 +238,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
                                       ? std::string("normal")
                                       : options_.scheduler.qos_levels.front().name;
   for (const store::JobRecord& record : records) {
+    // A held job is invisible to the pass: not placed, its JobHeld* reason kept.
+    if (record.state == store::kStatePending && !record.hold.empty()) continue;
     by_id[record.id] = &record;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     sched::Job sj;
@@ -248,6 +250,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
     sj.submit_time = record.submit_time;
     sj.time_limit_s = job.spec.time_limit_seconds;
     sj.preemptible = job.spec.preemptible;
+    sj.nice = -int64_t{record.priority};  // an admin's priority change (PATCH /v1/jobs/{id})
     sj.request = requestFor(record.id, job.spec);
     if (record.state != "PENDING") {
       auto allocs = schedAllocationsFor(job.allocations, cluster);

@@ -62,6 +62,8 @@ class Router {
   Match match(Method method, std::string_view path, bool websocket_upgrade) const;
 
   size_t size() const { return routes_.size(); }
+  // Every route added, in the order of `add` (for checks against an API description).
+  const std::vector<Route>& routes() const { return routes_; }
 
  private:
   Status addRoute(Route route);

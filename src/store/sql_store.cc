@@ -168,7 +168,7 @@ SqlParam optTimeParam(const std::optional<TimePoint>& t) {
 constexpr const char* kJobColumns =
     "id, user_name, group_name, state, spec_json, gpu_thousandths, priority, array_parent, "
     "array_index, submit_time, start_time, end_time, placement_json, epoch, exit_code, reason, "
-    "requeue_count, uid";
+    "requeue_count, uid, hold";
 
 JobRecord jobFromRow(const SqlRow& r) {
   JobRecord j;
@@ -190,6 +190,7 @@ JobRecord jobFromRow(const SqlRow& r) {
   j.reason = r.text(15);
   j.requeue_count = static_cast<int32_t>(r.integer(16));
   j.uid = static_cast<uint32_t>(r.integer(17));
+  j.hold = r.text(18);
   return j;
 }
 
@@ -255,6 +256,8 @@ std::vector<Migration> migrationsFor(Dialect dialect) {
       // The submitting user's uid, so that a job can be run (and shown) without looking the
       // user up again; 0 for jobs submitted before version 2.
       Migration{2, "jobs.uid", "ALTER TABLE jobs ADD COLUMN uid BIGINT NOT NULL DEFAULT 0"},
+      // Holds (Slurm's scontrol hold/release): "" not held, "user" or "admin".
+      Migration{3, "jobs.hold", "ALTER TABLE jobs ADD COLUMN hold TEXT NOT NULL DEFAULT ''"},
   };
 }
 
@@ -643,10 +646,18 @@ Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& pla
     epoch = before.epoch + 1;
     // Entering RUNNING sets start_time (the api's invariant); recordStart
     // later moves it to the start the agent reports.
-    return tx.exec(
-        "UPDATE jobs SET placement_json = $1, epoch = $2, "
-        "start_time = $3 WHERE id = $4",
-        {placement_json, epoch, micros(now), job_id});
+    if (!before.hold.empty()) {
+      return Status::failedPrecondition("job " + std::to_string(job_id) + " is held (" +
+                                        before.hold + ")");
+    }
+    // `hold = ''` again in the WHERE clause: a hold that committed after the read wins.
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("UPDATE jobs SET placement_json = $1, epoch = $2, "
+                                               "start_time = $3 WHERE id = $4 AND hold = '' "
+                                               "RETURNING id",
+                                               {placement_json, epoch, micros(now), job_id}));
+    if (rows.empty())
+      return Status::failedPrecondition("job " + std::to_string(job_id) + " is held");
+    return Status::ok();
   });
   if (!txn_status.isOk()) return txn_status;
   return epoch;
@@ -730,6 +741,42 @@ Status SqlStore::transitionJob(const JobTransition& t) {
   });
 }
 
+Status SqlStore::setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
+                            const std::string& reason) {
+  if (!hold.empty() && hold != "user" && hold != "admin") {
+    return Status::invalidArgument("setJobHold: hold must be empty, user or admin, not '" + hold +
+                                   "'");
+  }
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("UPDATE jobs SET hold = $1, reason = $2 WHERE id = $3 AND "
+                                    "state = $4 RETURNING id",
+                                    {hold, reason, job_id, std::string(kStatePending)}));
+    if (rows.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+      return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + job.state +
+                                        ", not PENDING");
+    }
+    return insertEvent(tx, job_id, now, kStatePending, kStatePending, reason);
+  });
+}
+
+Status SqlStore::updateJob(const JobUpdate& u) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("UPDATE jobs SET spec_json = $1, priority = $2 WHERE id = $3 "
+                 "AND state = $4 RETURNING id",
+                 {u.spec_json, int64_t{u.priority}, u.job_id, std::string(kStatePending)}));
+    if (rows.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, u.job_id));
+      return Status::failedPrecondition("job " + std::to_string(u.job_id) + " is " + job.state +
+                                        ", not PENDING");
+    }
+    return insertEvent(tx, u.job_id, u.time, kStatePending, kStatePending, u.reason);
+  });
+}
+
 Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::string>& states) {
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs";
   std::vector<SqlParam> params;
@@ -749,6 +796,20 @@ Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::str
   });
   if (!txn_status.isOk()) return txn_status;
   return jobs;
+}
+
+Result<std::vector<std::pair<std::string, int64_t>>> SqlStore::countJobsByState() {
+  std::vector<std::pair<std::string, int64_t>> counts;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state"));
+    counts.clear();
+    for (const auto& r : rows)
+      counts.emplace_back(r.text(0), r.integer(1));
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return counts;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -961,6 +1022,28 @@ Result<std::vector<GroupRecord>> SqlStore::listGroups() {
   return groups;
 }
 
+Status SqlStore::deleteUser(const std::string& name) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM quotas WHERE subject = $1 AND name = $2",
+                                  {std::string("user"), name}));
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("DELETE FROM users WHERE name = $1 RETURNING name", {name}));
+    if (rows.empty()) return Status::notFound("user '" + name + "' does not exist");
+    return Status::ok();
+  });
+}
+
+Status SqlStore::deleteGroup(const std::string& name) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM quotas WHERE subject = $1 AND name = $2",
+                                  {std::string("group"), name}));
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("DELETE FROM user_groups WHERE name = $1 RETURNING name", {name}));
+    if (rows.empty()) return Status::notFound("group '" + name + "' does not exist");
+    return Status::ok();
+  });
+}
+
 Status SqlStore::setQuota(const QuotaRecord& quota, const std::string& actor) {
   return transact(true, [&](Txn& tx) -> Status {
     const char* table = quota.subject == QuotaSubject::kUser ? "users" : "user_groups";
@@ -982,6 +1065,25 @@ Status SqlStore::setQuota(const QuotaRecord& quota, const std::string& actor) {
         "$5)",
         {micros(quota.updated), actor, std::string("set_quota"),
          std::string(subjectName(quota.subject)) + ":" + quota.name, quota.limits_json});
+  });
+}
+
+Status SqlStore::deleteQuota(QuotaSubject subject, const std::string& name,
+                             const std::string& actor, TimePoint now) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("DELETE FROM quotas WHERE subject = $1 AND name = $2 "
+                                    "RETURNING name",
+                                    {std::string(subjectName(subject)), name}));
+    if (rows.empty()) {
+      return Status::notFound(std::string("no quota set for ") + subjectName(subject) + " '" +
+                              name + "'");
+    }
+    return tx.exec(
+        "INSERT INTO audit_events (time, actor, action, subject, detail) VALUES ($1, $2, $3, $4, "
+        "$5)",
+        {micros(now), actor, std::string("delete_quota"),
+         std::string(subjectName(subject)) + ":" + name, std::string("null")});
   });
 }
 
@@ -1048,6 +1150,15 @@ Status SqlStore::upsertQos(const QosRecord& qos) {
         "INSERT INTO qos (name, priority, info_json) VALUES ($1, $2, $3) ON CONFLICT (name) DO "
         "UPDATE SET priority = excluded.priority, info_json = excluded.info_json",
         {qos.name, int64_t{qos.priority}, qos.info_json});
+  });
+}
+
+Status SqlStore::deleteQos(const std::string& name) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("DELETE FROM qos WHERE name = $1 RETURNING name", {name}));
+    if (rows.empty()) return Status::notFound("QoS '" + name + "' does not exist");
+    return Status::ok();
   });
 }
 

@@ -102,7 +102,11 @@ class SqlStore : public Store {
   Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                           const std::string& reason) override;
   Status transitionJob(const JobTransition& transition) override;
+  Status updateJob(const JobUpdate& update) override;
+  Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
+                    const std::string& reason) override;
   Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) override;
+  Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() override;
   Status upsertNode(const NodeRecord& node) override;
   Result<NodeRecord> getNode(const std::string& name) override;
   Result<std::vector<NodeRecord>> listNodes() override;
@@ -116,12 +120,17 @@ class SqlStore : public Store {
   Status upsertGroup(const GroupRecord& group) override;
   Result<GroupRecord> getGroup(const std::string& name) override;
   Result<std::vector<GroupRecord>> listGroups() override;
+  Status deleteUser(const std::string& name) override;
+  Status deleteGroup(const std::string& name) override;
   Status setQuota(const QuotaRecord& quota, const std::string& actor) override;
   Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) override;
   Result<std::vector<QuotaRecord>> listQuotas() override;
+  Status deleteQuota(QuotaSubject subject, const std::string& name, const std::string& actor,
+                     TimePoint now) override;
   Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) override;
   Status upsertQos(const QosRecord& qos) override;
   Result<std::vector<QosRecord>> listQos() override;
+  Status deleteQos(const std::string& name) override;
   Result<int64_t> createToken(const TokenRecord& token) override;
   Result<TokenRecord> findToken(const std::string& hash) override;
   Status revokeToken(int64_t id, TimePoint now) override;

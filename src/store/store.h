@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -65,6 +66,9 @@ struct JobRecord {
   std::optional<int32_t> exit_code;
   std::string reason;  // the reason of the latest transition (pending reason, failure cause)
   int32_t requeue_count = 0;
+  // A held job stays PENDING and is not placed (Slurm's hold): "" (not held), "user" (held by
+  // its owner; JobHeldUser) or "admin" (held by an administrator; JobHeldAdmin). Version 3.
+  std::string hold;
 };
 
 struct JobEvent {
@@ -103,6 +107,15 @@ struct JobTransition {
   std::string to_state;
   TimePoint time{};
   std::string reason;
+};
+
+// An admin's change to a PENDING job (PATCH /v1/jobs/{id}): its spec (time limit) and priority.
+struct JobUpdate {
+  int64_t job_id = 0;
+  std::string spec_json;
+  int32_t priority = 0;
+  TimePoint time{};
+  std::string reason;  // for the event; the job's own reason is left alone
 };
 
 struct NodeRecord {
@@ -241,7 +254,7 @@ class Store {
   virtual Result<std::vector<JobEvent>> jobEvents(int64_t job_id) = 0;
 
   // PENDING -> RUNNING: stores the placement, sets start_time to `now`, increments the fencing
-  // epoch; returns the new epoch.
+  // epoch; returns the new epoch. FailedPrecondition for a held job (setJobHold).
   virtual Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json,
                                           TimePoint now, const std::string& reason) = 0;
   // The agent reported the job's processes started: moves start_time to `now` (RUNNING stays
@@ -258,12 +271,22 @@ class Store {
   // the requeue. One transaction either way.
   virtual Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                                   const std::string& reason) = 0;
+  // Sets or clears (`hold` empty) the hold of a PENDING job, with `reason` as its reason and a
+  // PENDING -> PENDING event, in one transaction. NotFound for an unknown job,
+  // FailedPrecondition when the job is not PENDING. recordPlacement refuses a held job.
+  virtual Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
+                            const std::string& reason) = 0;
+  // Replaces the spec and priority of a PENDING job and writes a PENDING -> PENDING event, in
+  // one transaction. NotFound for an unknown job, FailedPrecondition when it is not PENDING.
+  virtual Status updateJob(const JobUpdate& update) = 0;
   // Moving to a terminal state sets end_time and writes the usage record; moving to PENDING
   // from another state is a requeue (placement, times and exit code cleared, requeue counted).
   virtual Status transitionJob(const JobTransition& transition) = 0;
   // Jobs in any of `states` (all states when empty), for rebuilding the controller's view on
   // restart. Ascending id.
   virtual Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) = 0;
+  // How many jobs are in each state (states without jobs are absent), ordered by state name.
+  virtual Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() = 0;
 
   // ---- nodes and GPUs
   virtual Status upsertNode(const NodeRecord& node) = 0;
@@ -285,15 +308,25 @@ class Store {
   virtual Status upsertGroup(const GroupRecord& group) = 0;
   virtual Result<GroupRecord> getGroup(const std::string& name) = 0;
   virtual Result<std::vector<GroupRecord>> listGroups() = 0;
+  // Remove a user or group together with its quota row, in one transaction (jobs keep the
+  // name they were submitted under). NotFound when it does not exist.
+  virtual Status deleteUser(const std::string& name) = 0;
+  virtual Status deleteGroup(const std::string& name) = 0;
   // Sets (replaces) a quota and writes an audit event naming `actor`, in one transaction. The
   // user or group must exist.
   virtual Status setQuota(const QuotaRecord& quota, const std::string& actor) = 0;
   virtual Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) = 0;
   virtual Result<std::vector<QuotaRecord>> listQuotas() = 0;
+  // Removes a quota and writes a "delete_quota" audit event naming `actor`, in one
+  // transaction. NotFound when no quota is set.
+  virtual Status deleteQuota(QuotaSubject subject, const std::string& name,
+                             const std::string& actor, TimePoint now) = 0;
   // Audit events with seq > `after_seq`, oldest first, at most `limit` (1..kMaxPageSize).
   virtual Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) = 0;
   virtual Status upsertQos(const QosRecord& qos) = 0;
   virtual Result<std::vector<QosRecord>> listQos() = 0;
+  // NotFound when no such QoS exists.
+  virtual Status deleteQos(const std::string& name) = 0;
 
   // ---- API tokens
   // Returns the new token's id. AlreadyExists when the hash is already stored.
@@ -336,6 +369,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 2;
+inline constexpr int32_t kSchemaVersion = 3;
 
 }  // namespace gpool::store

@@ -86,6 +86,41 @@ class SchedulingLoopTest : public ::testing::Test {
   std::unique_ptr<Controller> ctl_;
 };
 
+// A held job stays PENDING with its JobHeld reason through passes; released, it is placed.
+TEST_F(SchedulingLoopTest, HeldJobIsNotPlacedUntilReleased) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t id = submit(makeSpec(1000));
+  ASSERT_TRUE(ctl_->service.hold(alice(), id).isOk());
+  pass();
+  pass();
+  EXPECT_EQ(state(id), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(id)->reason, "JobHeldUser");
+  EXPECT_TRUE(gateway_.forJob(id).empty());
+  restart();  // the hold is durable
+  pass();
+  EXPECT_EQ(state(id), "PENDING");
+  ASSERT_TRUE(ctl_->service.release(alice(), id).isOk());
+  pass();
+  EXPECT_EQ(state(id), "RUNNING");
+  EXPECT_EQ(gateway_.forJob(id).size(), 1u);
+}
+
+// An admin's priority change (PATCH /v1/jobs/{id}) reorders the queue.
+TEST_F(SchedulingLoopTest, PatchedPriorityGoesFirst) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t first = submit(makeSpec(2000));
+  int64_t second = submit(makeSpec(2000));
+  Caller admin;
+  admin.user = "root";
+  admin.role = Role::kAdmin;
+  EXPECT_EQ(ctl_->service.update(alice(), second, std::nullopt, 100).code(),
+            StatusCode::kPermissionDenied);
+  ASSERT_TRUE(ctl_->service.update(admin, second, std::nullopt, 100'000).isOk());
+  pass();
+  EXPECT_EQ(state(second), "RUNNING");
+  EXPECT_EQ(state(first), "PENDING");
+}
+
 TEST_F(SchedulingLoopTest, SubmitPlacedRunningCompleted) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
   int64_t id = submit(makeSpec(1000));

@@ -100,6 +100,35 @@ TEST_P(CatalogTest, Qos) {
   EXPECT_EQ(all->at(0).priority, 200);
 }
 
+// Deleting a user or group takes its quota with it; deleting a quota is audited.
+TEST_P(CatalogTest, DeletesUsersGroupsQuotasAndQos) {
+  ASSERT_TRUE(store().upsertUser({"alice", 1000, "user", "{}"}).isOk());
+  ASSERT_TRUE(store().upsertGroup({"gpu", 999, "{}"}).isOk());
+  ASSERT_TRUE(store().upsertQos({"high", 100, "{}"}).isOk());
+  ASSERT_TRUE(store().setQuota({QuotaSubject::kUser, "alice", "{}", at(1)}, "root").isOk());
+  ASSERT_TRUE(store().setQuota({QuotaSubject::kGroup, "gpu", "{}", at(1)}, "root").isOk());
+
+  ASSERT_TRUE(store().deleteQuota(QuotaSubject::kGroup, "gpu", "root", at(2)).isOk());
+  EXPECT_EQ(store().deleteQuota(QuotaSubject::kGroup, "gpu", "root", at(2)).code(),
+            StatusCode::kNotFound);
+  auto audit = store().auditEvents(0, 100);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 3u);
+  EXPECT_EQ(audit->back().action, "delete_quota");
+  EXPECT_EQ(audit->back().subject, "group:gpu");
+
+  ASSERT_TRUE(store().deleteUser("alice").isOk());
+  EXPECT_EQ(store().getUser("alice").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store().getQuota(QuotaSubject::kUser, "alice").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store().deleteUser("alice").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store().deleteGroup("gpu").isOk());
+  EXPECT_EQ(store().deleteGroup("gpu").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store().listGroups()->empty());
+  ASSERT_TRUE(store().deleteQos("high").isOk());
+  EXPECT_EQ(store().deleteQos("high").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store().listQos()->empty());
+}
+
 TEST_P(CatalogTest, ApiTokensAreFoundByHashAndRevocable) {
   TokenRecord t;
   t.user = "alice";

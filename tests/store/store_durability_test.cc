@@ -63,8 +63,8 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
   ASSERT_TRUE(ids.ok());
   // Turn the database back into what version 1 wrote.
   ASSERT_TRUE(store()
-                  .execForTest("ALTER TABLE jobs DROP COLUMN uid; UPDATE schema_version SET "
-                               "version = 1 WHERE id = 1")
+                  .execForTest("ALTER TABLE jobs DROP COLUMN uid; ALTER TABLE jobs DROP COLUMN "
+                               "hold; UPDATE schema_version SET version = 1 WHERE id = 1")
                   .isOk());
   reopen();
   auto version = store().schemaVersion();
@@ -79,6 +79,7 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
   auto more = store().submitJobs({j}, at(1));
   ASSERT_TRUE(more.ok());
   EXPECT_EQ(store().getJob(more->at(0))->uid, 4242u);
+  EXPECT_EQ(store().getJob(more->at(0))->hold, "");
 }
 
 TEST_P(DurabilityTest, RefusesAStoreWrittenByANewerBinary) {

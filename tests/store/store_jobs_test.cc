@@ -67,6 +67,66 @@ TEST_P(JobsTest, MissingJobIsNotFound) {
             StatusCode::kNotFound);
 }
 
+TEST_P(JobsTest, CountsJobsByState) {
+  auto none = store().countJobsByState();
+  ASSERT_TRUE(none.ok()) << none.status().toString();
+  EXPECT_TRUE(none->empty());
+  int64_t a = submitOne(store(), job("alice"), at(1));
+  submitOne(store(), job("bob"), at(2));
+  submitOne(store(), job("carol"), at(3));
+  ASSERT_TRUE(store().recordPlacement(a, "[]", at(4), "placed").ok());
+  auto counts = store().countJobsByState();
+  ASSERT_TRUE(counts.ok()) << counts.status().toString();
+  std::vector<std::pair<std::string, int64_t>> want{{"PENDING", 2}, {"RUNNING", 1}};
+  EXPECT_EQ(*counts, want);
+}
+
+TEST_P(JobsTest, AHeldJobStaysPendingAndIsNotPlaced) {
+  int64_t id = submitOne(store(), job("alice"), at(1));
+  ASSERT_TRUE(store().setJobHold(id, "user", at(2), "JobHeldUser").isOk());
+  auto held = store().getJob(id);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->hold, "user");
+  EXPECT_EQ(held->reason, "JobHeldUser");
+  EXPECT_EQ(held->state, "PENDING");
+  auto placed = store().recordPlacement(id, "[]", at(3), "placed");
+  EXPECT_EQ(placed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().getJob(id)->epoch, 0);  // nothing of the placement was written
+  EXPECT_EQ(store().setJobHold(id, "later", at(3), "x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store().setJobHold(999999, "user", at(3), "x").code(), StatusCode::kNotFound);
+
+  ASSERT_TRUE(store().setJobHold(id, "", at(4), "released").isOk());
+  EXPECT_EQ(store().getJob(id)->hold, "");
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ(events->at(1).from_state, "PENDING");
+  EXPECT_EQ(events->at(1).to_state, "PENDING");
+  EXPECT_EQ(events->at(1).reason, "JobHeldUser");
+  EXPECT_EQ(events->at(2).reason, "released");
+  ASSERT_TRUE(store().recordPlacement(id, "[]", at(5), "placed").ok());
+  EXPECT_EQ(store().setJobHold(id, "admin", at(6), "JobHeldAdmin").code(),
+            StatusCode::kFailedPrecondition);
+}
+
+TEST_P(JobsTest, UpdateChangesAPendingJobsSpecAndPriority) {
+  int64_t id = submitOne(store(), job("alice"), at(1));
+  ASSERT_TRUE(store().updateJob({id, R"({"command":["x"]})", 42, at(2), "priority 42"}).isOk());
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->spec_json, R"({"command":["x"]})");
+  EXPECT_EQ(got->priority, 42);
+  EXPECT_EQ(got->reason, "submitted");  // the job's own reason stays
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ(events->back().reason, "priority 42");
+  EXPECT_EQ(store().updateJob({999999, "{}", 1, at(3), "x"}).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store().recordPlacement(id, "[]", at(4), "placed").ok());
+  EXPECT_EQ(store().updateJob({id, "{}", 1, at(5), "x"}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().getJob(id)->priority, 42);
+}
+
 TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
   std::vector<NewJob> batch;
   for (int i = 0; i < 4; ++i) {

@@ -1,0 +1,385 @@
+// The catalog: users, groups, quotas, QoS levels, and usage reports.
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/json_reader.h"
+#include "api/user.h"
+#include "controller/route_helpers.h"
+#include "store/api_codec.h"
+
+namespace gpool::controller::routes {
+
+namespace {
+
+using nlohmann::json;
+
+// Usage reports default to the last 30 days.
+constexpr int64_t kDefaultUsageDays = 30;
+
+Result<std::string> accountName(const net::Request& req, std::string_view what) {
+  std::string name = req.pathParam("name");
+  Status valid = api::validateAccountName(name, what);
+  if (!valid.isOk()) return valid.withContext("name");
+  return name;
+}
+
+// The body of a PUT: the object under `path` ("user", "group", "qos"); its "name" may be left
+// out and must otherwise equal the path's.
+Result<json> putBody(const net::Request& req, const std::string& name, std::string_view path) {
+  GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+  auto it = body.find("name");
+  if (it == body.end() || it->is_null()) {
+    body["name"] = name;
+  } else if (!it->is_string() || it->get<std::string>() != name) {
+    return Status::invalidArgument(std::string(path) + ".name: " + it->dump() +
+                                   " does not match the name in the path '" + name + "'");
+  }
+  if (body.contains("quota")) {
+    return Status::invalidArgument(std::string(path) +
+                                   ".quota: set quotas with PUT /v1/quotas/{subject}/{name}");
+  }
+  return body;
+}
+
+Result<bool> parseSubject(const std::string& text) {
+  if (text == "user") return false;
+  if (text == "group") return true;
+  return Status::invalidArgument("subject: '" + text + "' is not one of user, group");
+}
+
+// A usage period bound: Unix seconds, or a UTC date "YYYY-MM-DD" / "YYYY-MM-DDTHH:MM:SSZ".
+Result<TimePoint> parseTime(const std::string& text, std::string_view what) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    GPOOL_ASSIGN_OR_RETURN(int64_t s, parseId(text, what));
+    if (s > 253'402'300'799) {  // 9999-12-31
+      return Status::invalidArgument(std::string(what) + ": '" + text + "' is out of range");
+    }
+    return fromUnixSeconds(s);
+  }
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  char tail = 0;
+  int n = 0;
+  bool ok = false;
+  if (text.size() == 10) {
+    ok = std::sscanf(text.c_str(), "%4d-%2d-%2d%n", &y, &mo, &d, &n) == 3 && n == 10;
+  } else if (text.size() == 20) {
+    ok = std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c%n", &y, &mo, &d, &h, &mi, &s, &tail,
+                     &n) == 7 &&
+         n == 20 && tail == 'Z';
+  }
+  ok = ok && y >= 1970 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 && h <= 23 && mi <= 59 &&
+       s <= 59 && h >= 0 && mi >= 0 && s >= 0;
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = s;
+  time_t t = ok ? timegm(&tm) : -1;
+  // timegm normalises 2026-02-31 into March: refuse dates that do not exist.
+  if (!ok || t < 0 || tm.tm_mday != d || tm.tm_mon != mo - 1) {
+    return Status::invalidArgument(std::string(what) + ": '" + text +
+                                   "' is not Unix seconds, YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ");
+  }
+  return fromUnixSeconds(static_cast<int64_t>(t));
+}
+
+Result<json> quotaJson(const store::QuotaRecord& record) {
+  auto parsed = json::parse(record.limits_json, nullptr, /*allow_exceptions=*/false);
+  api::Quota quota;
+  Status s = parsed.is_discarded() ? Status::invalidArgument("does not parse")
+                                   : api::fromJson(parsed, &quota, "limits");
+  if (!s.isOk()) return Status::internal("stored quota of '" + record.name + "': " + s.message());
+  return json{{"subject", record.subject == store::QuotaSubject::kGroup ? "group" : "user"},
+              {"name", record.name},
+              {"limits", api::toJson(quota)},
+              {"updated_us", toUnixMicros(record.updated)}};
+}
+
+bool maySeeQuota(const Caller& caller, const store::QuotaRecord& q) {
+  return q.subject == store::QuotaSubject::kGroup ? maySeeGroup(caller, q.name)
+                                                  : maySeeUser(caller, q.name);
+}
+
+Status addUserRoutes(net::Router& router, const Context& ctx) {
+  store::Store& store = *ctx.store;
+  Status added = router.add(
+      net::Method::kGet, "/v1/users",
+      authed(ctx, {}, [&store](const Caller& caller, const net::Request&) -> Result<net::Response> {
+        GPOOL_ASSIGN_OR_RETURN(std::vector<store::UserRecord> records, store.listUsers());
+        json out = json::array();
+        for (const store::UserRecord& r : records) {
+          GPOOL_ASSIGN_OR_RETURN(api::User user, store::loadApiUser(store, r.name));
+          if (maySeeUser(caller, user.name, user.groups)) out.push_back(api::toJson(user));
+        }
+        return jsonResponse(200, json{{"users", std::move(out)}});
+      }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/users/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "user name"));
+               GPOOL_ASSIGN_OR_RETURN(api::User user, store::loadApiUser(store, name));
+               if (!maySeeUser(caller, user.name, user.groups)) {
+                 return Status::permissionDenied(std::string(roleName(caller.role)) + " '" +
+                                                 caller.user + "' may not read user '" + name +
+                                                 "'");
+               }
+               return jsonResponse(200, api::toJson(user));
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPut, "/v1/users/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "user name"));
+               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "change user '" + name + "'"));
+               GPOOL_ASSIGN_OR_RETURN(json body, putBody(req, name, "user"));
+               api::User user;
+               GPOOL_RETURN_IF_ERROR(api::fromJson(body, &user, "user"));
+               bool existed = store.getUser(name).ok();
+               GPOOL_RETURN_IF_ERROR(store::saveApiUser(store, user));
+               GPOOL_ASSIGN_OR_RETURN(api::User saved, store::loadApiUser(store, name));
+               return jsonResponse(existed ? 200 : 201, api::toJson(saved));
+             }));
+  if (!added.isOk()) return added;
+
+  return router.add(
+      net::Method::kDelete, "/v1/users/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "user name"));
+               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "delete user '" + name + "'"));
+               GPOOL_RETURN_IF_ERROR(store.deleteUser(name));
+               return jsonResponse(200, json{{"deleted", name}});
+             }));
+}
+
+Status addGroupRoutes(net::Router& router, const Context& ctx) {
+  store::Store& store = *ctx.store;
+  // Group names and directories are no secret: everyone may read them (to pick a group to
+  // submit into).
+  Status added = router.add(
+      net::Method::kGet, "/v1/groups",
+      authed(ctx, {}, [&store](const Caller&, const net::Request&) -> Result<net::Response> {
+        GPOOL_ASSIGN_OR_RETURN(std::vector<store::GroupRecord> records, store.listGroups());
+        json out = json::array();
+        for (const store::GroupRecord& r : records) {
+          GPOOL_ASSIGN_OR_RETURN(api::Group group, store::loadApiGroup(store, r.name));
+          out.push_back(api::toJson(group));
+        }
+        return jsonResponse(200, json{{"groups", std::move(out)}});
+      }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/groups/{name}",
+      authed(ctx, {}, [&store](const Caller&, const net::Request& req) -> Result<net::Response> {
+        GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "group name"));
+        GPOOL_ASSIGN_OR_RETURN(api::Group group, store::loadApiGroup(store, name));
+        return jsonResponse(200, api::toJson(group));
+      }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPut, "/v1/groups/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "group name"));
+               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "change group '" + name + "'"));
+               GPOOL_ASSIGN_OR_RETURN(json body, putBody(req, name, "group"));
+               api::Group group;
+               GPOOL_RETURN_IF_ERROR(api::fromJson(body, &group, "group"));
+               bool existed = store.getGroup(name).ok();
+               GPOOL_RETURN_IF_ERROR(store::saveApiGroup(store, group));
+               GPOOL_ASSIGN_OR_RETURN(api::Group saved, store::loadApiGroup(store, name));
+               return jsonResponse(existed ? 200 : 201, api::toJson(saved));
+             }));
+  if (!added.isOk()) return added;
+
+  return router.add(
+      net::Method::kDelete, "/v1/groups/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "group name"));
+               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "delete group '" + name + "'"));
+               GPOOL_RETURN_IF_ERROR(store.deleteGroup(name));
+               return jsonResponse(200, json{{"deleted", name}});
+             }));
+}
+
+Status addQuotaRoutes(net::Router& router, const Context& ctx) {
+  store::Store& store = *ctx.store;
+  Clock& clock = *ctx.clock;
+  Status added = router.add(
+      net::Method::kGet, "/v1/quotas",
+      authed(ctx, {}, [&store](const Caller& caller, const net::Request&) -> Result<net::Response> {
+        GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> records, store.listQuotas());
+        json out = json::array();
+        for (const store::QuotaRecord& r : records) {
+          if (!maySeeQuota(caller, r)) continue;
+          GPOOL_ASSIGN_OR_RETURN(json q, quotaJson(r));
+          out.push_back(std::move(q));
+        }
+        return jsonResponse(200, json{{"quotas", std::move(out)}});
+      }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/quotas/{subject}/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(bool is_group, parseSubject(req.pathParam("subject")));
+               GPOOL_ASSIGN_OR_RETURN(std::string name,
+                                      accountName(req, is_group ? "group name" : "user name"));
+               auto subject = is_group ? store::QuotaSubject::kGroup : store::QuotaSubject::kUser;
+               GPOOL_ASSIGN_OR_RETURN(store::QuotaRecord record, store.getQuota(subject, name));
+               if (!maySeeQuota(caller, record)) {
+                 return Status::permissionDenied(std::string(roleName(caller.role)) + " '" +
+                                                 caller.user + "' may not read the quota of " +
+                                                 req.pathParam("subject") + " '" + name + "'");
+               }
+               GPOOL_ASSIGN_OR_RETURN(json q, quotaJson(record));
+               return jsonResponse(200, q);
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPut, "/v1/quotas/{subject}/{name}",
+      authed(
+          ctx, {},
+          [&store, &clock](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+            GPOOL_ASSIGN_OR_RETURN(bool is_group, parseSubject(req.pathParam("subject")));
+            GPOOL_ASSIGN_OR_RETURN(std::string name,
+                                   accountName(req, is_group ? "group name" : "user name"));
+            GPOOL_RETURN_IF_ERROR(checkQuotaChange(caller, is_group, name));
+            GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+            api::Quota quota;
+            GPOOL_RETURN_IF_ERROR(api::fromJson(body, &quota, "quota"));
+            auto subject = is_group ? store::QuotaSubject::kGroup : store::QuotaSubject::kUser;
+            GPOOL_RETURN_IF_ERROR(
+                store::saveApiQuota(store, subject, name, quota, caller.user, clock.now()));
+            GPOOL_ASSIGN_OR_RETURN(store::QuotaRecord saved, store.getQuota(subject, name));
+            GPOOL_ASSIGN_OR_RETURN(json q, quotaJson(saved));
+            return jsonResponse(200, q);
+          }));
+  if (!added.isOk()) return added;
+
+  return router.add(
+      net::Method::kDelete, "/v1/quotas/{subject}/{name}",
+      authed(
+          ctx, {},
+          [&store, &clock](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+            GPOOL_ASSIGN_OR_RETURN(bool is_group, parseSubject(req.pathParam("subject")));
+            GPOOL_ASSIGN_OR_RETURN(std::string name,
+                                   accountName(req, is_group ? "group name" : "user name"));
+            GPOOL_RETURN_IF_ERROR(checkQuotaChange(caller, is_group, name));
+            auto subject = is_group ? store::QuotaSubject::kGroup : store::QuotaSubject::kUser;
+            GPOOL_RETURN_IF_ERROR(store.deleteQuota(subject, name, caller.user, clock.now()));
+            return jsonResponse(200, json{{"deleted", req.pathParam("subject") + ":" + name}});
+          }));
+}
+
+Status addQosRoutes(net::Router& router, const Context& ctx) {
+  store::Store& store = *ctx.store;
+  Status added = router.add(
+      net::Method::kGet, "/v1/qos",
+      authed(ctx, {}, [&store](const Caller&, const net::Request&) -> Result<net::Response> {
+        GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> all, store::loadApiQos(store));
+        json out = json::array();
+        for (const api::Qos& q : all)
+          out.push_back(api::toJson(q));
+        return jsonResponse(200, json{{"qos", std::move(out)}});
+      }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPut, "/v1/qos/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               std::string name = req.pathParam("name");
+               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "change QoS '" + name + "'"));
+               GPOOL_ASSIGN_OR_RETURN(json body, putBody(req, name, "qos"));
+               api::Qos qos;
+               GPOOL_RETURN_IF_ERROR(api::fromJson(body, &qos, "qos"));
+               GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> before, store::loadApiQos(store));
+               bool existed = false;
+               for (const api::Qos& q : before)
+                 existed = existed || q.name == name;
+               GPOOL_RETURN_IF_ERROR(store::saveApiQos(store, qos));
+               return jsonResponse(existed ? 200 : 201, api::toJson(qos));
+             }));
+  if (!added.isOk()) return added;
+
+  return router.add(
+      net::Method::kDelete, "/v1/qos/{name}",
+      authed(ctx, {},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               std::string name = req.pathParam("name");
+               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "delete QoS '" + name + "'"));
+               GPOOL_RETURN_IF_ERROR(store.deleteQos(name));
+               return jsonResponse(200, json{{"deleted", name}});
+             }));
+}
+
+Status addUsageRoute(net::Router& router, const Context& ctx) {
+  store::Store& store = *ctx.store;
+  Clock& clock = *ctx.clock;
+  return router.add(
+      net::Method::kGet, "/v1/usage",
+      authed(
+          ctx, {"by", "from", "to"},
+          [&store, &clock](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+            std::string by = req.queryParam("by").value_or("user");
+            if (by != "user" && by != "group") {
+              return Status::invalidArgument("by: '" + by + "' is not one of user, group");
+            }
+            TimePoint to = clock.now();
+            if (auto t = req.queryParam("to")) {
+              GPOOL_ASSIGN_OR_RETURN(to, parseTime(*t, "to"));
+            }
+            TimePoint from = to - std::chrono::hours(24 * kDefaultUsageDays);
+            if (auto f = req.queryParam("from")) {
+              GPOOL_ASSIGN_OR_RETURN(from, parseTime(*f, "from"));
+            }
+            if (!(from < to)) return Status::invalidArgument("from: must be before to");
+            bool by_group = by == "group";
+            GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRow> rows,
+                                   store.usageReport(by_group ? store::UsageGrouping::kGroup
+                                                              : store::UsageGrouping::kUser,
+                                                     from, to));
+            json out = json::array();
+            for (const store::UsageRow& row : rows) {
+              bool visible = by_group ? maySeeGroup(caller, row.key) : maySeeUser(caller, row.key);
+              if (!visible) continue;
+              out.push_back(
+                  json{{"key", row.key}, {"gpu_hours", row.gpu_hours}, {"jobs", row.jobs}});
+            }
+            return jsonResponse(200, json{{"by", by},
+                                          {"from_us", toUnixMicros(from)},
+                                          {"to_us", toUnixMicros(to)},
+                                          {"rows", std::move(out)}});
+          }));
+}
+
+}  // namespace
+
+Status addCatalogRoutes(net::Router& router, const Context& ctx) {
+  Status added = addUserRoutes(router, ctx);
+  if (added.isOk()) added = addGroupRoutes(router, ctx);
+  if (added.isOk()) added = addQuotaRoutes(router, ctx);
+  if (added.isOk()) added = addQosRoutes(router, ctx);
+  if (added.isOk()) added = addUsageRoute(router, ctx);
+  return added;
+}
+
+}  // namespace gpool::controller::routes

@@ -1,0 +1,169 @@
+// Jobs: submit, list, show, events, cancel, requeue.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/job.h"
+#include "api/job_spec.h"
+#include "api/json_reader.h"
+#include "controller/route_helpers.h"
+#include "store/api_codec.h"
+
+namespace gpool::controller::routes {
+
+namespace {
+
+using nlohmann::json;
+
+Result<json> jobJson(const store::JobRecord& record) {
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+  return api::toJson(job);
+}
+
+json eventJson(const store::JobEvent& e) {
+  return json{{"seq", e.seq},
+              {"time_us", toUnixMicros(e.time)},
+              {"from_state", e.from_state},
+              {"to_state", e.to_state},
+              {"reason", e.reason}};
+}
+
+}  // namespace
+
+Status addJobRoutes(net::Router& router, const Context& ctx) {
+  JobService& jobs = *ctx.jobs;
+  // Plain checks rather than GPOOL_RETURN_IF_ERROR: the handlers use that macro inside, and a
+  // nested expansion would shadow its variable.
+  Status added;
+  added = router.add(
+      net::Method::kPost, "/v1/jobs",
+      authed(ctx, {"group"},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+               SubmitRequest submit;
+               GPOOL_RETURN_IF_ERROR(api::fromJson(body, &submit.spec, "job"));
+               submit.group = req.queryParam("group").value_or("");
+               GPOOL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, jobs.submit(caller, submit));
+               return jsonResponse(201, json{{"ids", ids}});
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/jobs",
+      authed(ctx, {"user", "group", "state", "after", "limit"},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               store::JobFilter filter;
+               filter.user = req.queryParam("user");
+               filter.group = req.queryParam("group");
+               for (const std::string& s : req.queryParams("state")) {
+                 Result<api::JobState> state = api::parseJobState(s);
+                 if (!state.ok()) return state.status().withContext("state");
+                 filter.states.emplace_back(api::jobStateName(*state));
+               }
+               if (auto after = req.queryParam("after")) {
+                 GPOOL_ASSIGN_OR_RETURN(filter.after_id, parseId(*after, "after"));
+               }
+               if (auto limit = req.queryParam("limit")) {
+                 GPOOL_ASSIGN_OR_RETURN(int64_t l, parseId(*limit, "limit"));
+                 if (l < 1 || l > store::kMaxPageSize) {
+                   return Status::invalidArgument("limit: must be in [1, " +
+                                                  std::to_string(store::kMaxPageSize) + "]");
+                 }
+                 filter.limit = static_cast<int32_t>(l);
+               }
+               GPOOL_ASSIGN_OR_RETURN(store::JobPage page, jobs.list(caller, filter));
+               json out = {{"jobs", json::array()}, {"next_after", nullptr}};
+               for (const store::JobRecord& r : page.jobs) {
+                 GPOOL_ASSIGN_OR_RETURN(json j, jobJson(r));
+                 out["jobs"].push_back(std::move(j));
+               }
+               if (page.next_after_id) out["next_after"] = *page.next_after_id;
+               return jsonResponse(200, out);
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/jobs/{id}",
+      authed(ctx, {},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               GPOOL_ASSIGN_OR_RETURN(api::Job job, jobs.show(caller, id));
+               return jsonResponse(200, api::toJson(job));
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/jobs/{id}/events",
+      authed(ctx, {},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobEvent> events, jobs.events(caller, id));
+               json out = json::array();
+               for (const store::JobEvent& e : events)
+                 out.push_back(eventJson(e));
+               return jsonResponse(200, json{{"id", id}, {"events", std::move(out)}});
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPost, "/v1/jobs/{id}/cancel",
+      authed(ctx, {},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+               GPOOL_RETURN_IF_ERROR(jobs.cancel(caller, id));
+               return jsonResponse(200, json{{"id", id}, {"state", "CANCELLED"}});
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPost, "/v1/jobs/{id}/requeue",
+      authed(ctx, {},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+               GPOOL_RETURN_IF_ERROR(jobs.requeue(caller, id));
+               return jsonResponse(200, json{{"id", id}, {"state", "PENDING"}});
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPatch, "/v1/jobs/{id}",
+      authed(ctx, {},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+               std::optional<int64_t> time_limit;
+               std::optional<int32_t> priority;
+               api::ObjectReader r(body, "body");
+               r.optionalQuantity("time_limit", api::Quantity::kDuration, &time_limit);
+               r.optionalInteger("priority", &priority, -1'000'000, 1'000'000);
+               GPOOL_RETURN_IF_ERROR(r.finish());
+               if (!time_limit && !priority) {
+                 return Status::invalidArgument(
+                     "body.time_limit: give time_limit (or time_limit_seconds) and/or priority");
+               }
+               GPOOL_RETURN_IF_ERROR(jobs.update(caller, id, time_limit, priority));
+               GPOOL_ASSIGN_OR_RETURN(api::Job job, jobs.show(caller, id));
+               return jsonResponse(200, api::toJson(job));
+             }));
+  if (!added.isOk()) return added;
+
+  // Hold and release answer the job's state and reason after the change.
+  auto holdRoute = [&jobs](bool hold) {
+    return [&jobs, hold](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+      GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+      GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+      GPOOL_RETURN_IF_ERROR(hold ? jobs.hold(caller, id) : jobs.release(caller, id));
+      GPOOL_ASSIGN_OR_RETURN(api::Job job, jobs.show(caller, id));
+      return jsonResponse(
+          200, json{{"id", id}, {"state", api::jobStateName(job.state)}, {"reason", job.reason}});
+    };
+  };
+  added = router.add(net::Method::kPost, "/v1/jobs/{id}/hold", authed(ctx, {}, holdRoute(true)));
+  if (!added.isOk()) return added;
+  return router.add(net::Method::kPost, "/v1/jobs/{id}/release", authed(ctx, {}, holdRoute(false)));
+}
+
+}  // namespace gpool::controller::routes

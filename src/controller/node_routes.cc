@@ -1,0 +1,194 @@
+// The pool: nodes (list, show, drain, resume), GPUs and the summary.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/job.h"
+#include "api/json_reader.h"
+#include "api/node.h"
+#include "controller/route_helpers.h"
+#include "store/api_codec.h"
+
+namespace gpool::controller::routes {
+
+namespace {
+
+using nlohmann::json;
+
+// Longest drain reason accepted (Slurm keeps reasons short; they show in every node listing).
+constexpr size_t kMaxReasonBytes = 256;
+
+// Compute share (thousandths) held on each GPU by running and completing jobs.
+Result<std::map<std::string, uint64_t>> gpuUse(store::Store& store) {
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
+                         store.jobsInStates({"RUNNING", "COMPLETING"}));
+  std::map<std::string, uint64_t> use;
+  for (const store::JobRecord& record : running) {
+    GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+    for (const api::Allocation& a : job.allocations) {
+      for (const api::Slice& s : a.slices)
+        use[s.gpu_uuid] += s.compute_milli;
+    }
+  }
+  return use;
+}
+
+// One GPU's state, from the most to the least limiting: "down" (its node is DOWN),
+// "unhealthy", "allocated" (its whole compute share is held), "mixed" (part of it),
+// "drained" (its node is draining or drained and nothing runs on it), "idle".
+std::string gpuState(const api::Node& node, const api::Gpu& gpu, uint64_t used_milli) {
+  if (node.state == api::NodeState::kDown) return "down";
+  if (gpu.health == api::GpuHealth::kUnhealthy) return "unhealthy";
+  if (used_milli >= 1000) return "allocated";
+  if (used_milli > 0) return "mixed";
+  if (node.state == api::NodeState::kDraining || node.state == api::NodeState::kDrained) {
+    return "drained";
+  }
+  return "idle";
+}
+
+json gpuJson(const api::Node& node, const api::Gpu& gpu, uint64_t used_milli) {
+  return json{{"node", node.name},
+              {"index", gpu.index},
+              {"uuid", gpu.uuid},
+              {"model", gpu.model},
+              {"memory_mib", gpu.memory_mib},
+              {"health", api::gpuHealthName(gpu.health)},
+              {"state", gpuState(node, gpu, used_milli)},
+              {"allocated_milli", std::min<uint64_t>(used_milli, 1000)},
+              {"simulated", gpu.simulated}};
+}
+
+Result<std::string> nodeName(const net::Request& req) {
+  std::string name = req.pathParam("name");
+  Status valid = api::validateNodeName(name);
+  if (!valid.isOk()) return valid.withContext("name");
+  return name;
+}
+
+}  // namespace
+
+Status addNodeRoutes(net::Router& router, const Context& ctx) {
+  NodeRegistry& registry = *ctx.registry;
+  store::Store& store = *ctx.store;
+  Status added;
+  added = router.add(
+      net::Method::kGet, "/v1/nodes",
+      authed(ctx, {}, [&registry](const Caller&, const net::Request&) -> Result<net::Response> {
+        json out = json::array();
+        for (const api::Node& node : registry.nodes())
+          out.push_back(api::toJson(node));
+        return jsonResponse(200, json{{"nodes", std::move(out)}});
+      }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/nodes/{name}",
+      authed(ctx, {}, [&registry](const Caller&, const net::Request& req) -> Result<net::Response> {
+        GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+        GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
+        return jsonResponse(200, api::toJson(node));
+      }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPost, "/v1/nodes/{name}/drain",
+      authed(ctx, {},
+             [&registry](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+               GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+               GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+               std::string reason;
+               api::ObjectReader r(body, "body");
+               r.string("reason", &reason, api::Presence::kRequired);
+               r.check(reason.find_first_not_of(" \t") != std::string::npos, "reason",
+                       "must not be empty (say why the node is drained)");
+               r.check(reason.size() <= kMaxReasonBytes, "reason",
+                       "longer than " + std::to_string(kMaxReasonBytes) + " bytes");
+               GPOOL_RETURN_IF_ERROR(r.finish());
+               GPOOL_RETURN_IF_ERROR(registry.drain(name, reason));
+               GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
+               return jsonResponse(200, api::toJson(node));
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kPost, "/v1/nodes/{name}/resume",
+      authed(ctx, {},
+             [&registry](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+               GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+               GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+               GPOOL_RETURN_IF_ERROR(registry.resume(name));
+               GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
+               return jsonResponse(200, api::toJson(node));
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/gpus",
+      authed(ctx, {"node"},
+             [&registry, &store](const Caller&, const net::Request& req) -> Result<net::Response> {
+               std::optional<std::string> only = req.queryParam("node");
+               if (only) {
+                 Status valid = api::validateNodeName(*only);
+                 if (!valid.isOk()) return valid.withContext("node");
+               }
+               GPOOL_ASSIGN_OR_RETURN(auto use, gpuUse(store));
+               json out = json::array();
+               bool found = !only;
+               for (const api::Node& node : registry.nodes()) {
+                 if (only && node.name != *only) continue;
+                 found = true;
+                 for (const api::Gpu& gpu : node.gpus)
+                   out.push_back(gpuJson(node, gpu, use[gpu.uuid]));
+               }
+               if (!found) return Status::notFound("node: unknown node '" + *only + "'");
+               return jsonResponse(200, json{{"gpus", std::move(out)}});
+             }));
+  if (!added.isOk()) return added;
+
+  added = router.add(
+      net::Method::kGet, "/v1/summary",
+      authed(ctx, {},
+             [&registry, &store](const Caller&, const net::Request&) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(auto use, gpuUse(store));
+               GPOOL_ASSIGN_OR_RETURN(auto job_counts, store.countJobsByState());
+               json nodes_by_state = json::object();
+               json gpus_by_state = json::object();
+               int64_t node_total = 0;
+               int64_t gpu_total = 0;
+               uint64_t allocated_milli = 0;
+               for (const api::Node& node : registry.nodes()) {
+                 ++node_total;
+                 std::string state(api::nodeStateName(node.state));
+                 nodes_by_state[state] = nodes_by_state.value(state, 0) + 1;
+                 for (const api::Gpu& gpu : node.gpus) {
+                   ++gpu_total;
+                   uint64_t used = std::min<uint64_t>(use[gpu.uuid], 1000);
+                   allocated_milli += used;
+                   std::string g = gpuState(node, gpu, used);
+                   gpus_by_state[g] = gpus_by_state.value(g, 0) + 1;
+                 }
+               }
+               json jobs_by_state = json::object();
+               int64_t job_total = 0;
+               for (const auto& [state, count] : job_counts) {
+                 jobs_by_state[state] = count;
+                 job_total += count;
+               }
+               json out{{"nodes", {{"total", node_total}, {"by_state", nodes_by_state}}},
+                        {"gpus",
+                         {{"total", gpu_total},
+                          {"allocated_milli", allocated_milli},
+                          {"by_state", gpus_by_state}}},
+                        {"jobs", {{"total", job_total}, {"by_state", jobs_by_state}}}};
+               return jsonResponse(200, out);
+             }));
+  return added;
+}
+
+}  // namespace gpool::controller::routes

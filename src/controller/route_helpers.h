@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/status.h"
+#include "controller/job_service.h"
+#include "controller/node_registry.h"
+#include "controller/permissions.h"
+#include "net/http.h"
+#include "net/router.h"
+#include "store/store.h"
+
+// Shared pieces of the route files (job_routes.cc, node_routes.cc, catalog_routes.cc); not
+// part of the controller's interface.
+namespace gpool::controller::routes {
+
+// What every handler may use; referenced objects outlive the server (addApiRoutes' contract).
+struct Context {
+  store::Store* store = nullptr;
+  JobService* jobs = nullptr;
+  NodeRegistry* registry = nullptr;
+  Clock* clock = nullptr;
+  std::function<Result<Caller>(const net::Request&)> caller_for;
+};
+
+using Body = std::function<Result<net::Response>(const Caller&, const net::Request&)>;
+
+// A handler that resolves the caller, rejects query parameters not in `allowed` (400 naming
+// the parameter), runs `body` and turns any error into its HTTP error response.
+net::Handler authed(const Context& ctx, std::initializer_list<std::string_view> allowed, Body body);
+
+// A non-negative integer path or query value; InvalidArgument naming `what`.
+Result<int64_t> parseId(std::string_view text, std::string_view what);
+
+// The request body as a JSON object (an empty body is {} when `empty_ok`). InvalidArgument
+// "body: ..." for bad JSON or a non-object.
+Result<nlohmann::json> parseObjectBody(const net::Request& req, bool empty_ok);
+// For actions without parameters: the body must be empty or {}.
+Status expectNoBody(const net::Request& req);
+
+net::Response jsonResponse(int status, const nlohmann::json& body);
+
+Status addJobRoutes(net::Router& router, const Context& ctx);
+Status addNodeRoutes(net::Router& router, const Context& ctx);
+Status addCatalogRoutes(net::Router& router, const Context& ctx);
+
+}  // namespace gpool::controller::routes

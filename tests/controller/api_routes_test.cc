@@ -1,0 +1,469 @@
+// Drives the REST routes over a real Unix socket (api_fixture.h): every route as each role,
+// and every class of bad input.
+#include <string>
+#include <vector>
+
+#include "controller/api_fixture.h"
+
+namespace gpool::controller::testing {
+namespace {
+
+using net::Method;
+using nlohmann::json;
+
+std::string jobPath(int64_t id, const std::string& tail = "") {
+  return "/v1/jobs/" + std::to_string(id) + tail;
+}
+
+// The error message of an error response.
+std::string message(const net::Response& r) {
+  json j = json::parse(r.body, nullptr, false);
+  if (j.is_discarded() || !j.contains("error")) return "<no error body: " + r.body + ">";
+  return j["error"].value("message", "");
+}
+
+TEST_F(ApiTest, EventsShowTheJobsHistory) {
+  int64_t id = submit("alice", "ml");
+  place(id);
+  clock_.advance(std::chrono::seconds(60));
+  ASSERT_TRUE(store_->recordEnd(id, "COMPLETED", 0, clock_.now(), "done").isOk());
+  auto r = get("alice", jobPath(id, "/events"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = body(r);
+  EXPECT_EQ(j["id"], id);
+  ASSERT_EQ(j["events"].size(), 3u) << r.body;
+  EXPECT_EQ(j["events"][0]["from_state"], "");
+  EXPECT_EQ(j["events"][0]["to_state"], "PENDING");
+  EXPECT_EQ(j["events"][1]["to_state"], "RUNNING");
+  EXPECT_EQ(j["events"][1]["reason"], "placed");
+  EXPECT_EQ(j["events"][2]["from_state"], "RUNNING");
+  EXPECT_EQ(j["events"][2]["to_state"], "COMPLETED");
+  EXPECT_EQ(j["events"][2]["time_us"].get<int64_t>() - j["events"][1]["time_us"].get<int64_t>(),
+            60'000'000);
+  EXPECT_LT(j["events"][0]["seq"].get<int64_t>(), j["events"][1]["seq"].get<int64_t>());
+
+  EXPECT_EQ(get("bob", jobPath(id, "/events")).status, 403);
+  EXPECT_EQ(get("carol", jobPath(id, "/events")).status, 200);
+  EXPECT_EQ(get("root", jobPath(id, "/events")).status, 200);
+  EXPECT_EQ(get("alice", jobPath(999999, "/events")).status, 404);
+  auto bad = get("alice", "/v1/jobs/x1/events");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(message(bad).find("id:"), std::string::npos) << bad.body;
+  EXPECT_EQ(get("", jobPath(id, "/events")).status, 401);
+}
+
+TEST_F(ApiTest, RequeueMovesAPreemptedJobBackToPending) {
+  int64_t id = submit("alice", "ml");
+  auto pending = call("alice", Method::kPost, jobPath(id, "/requeue"));
+  EXPECT_EQ(pending.status, 409) << pending.body;  // PENDING -> PENDING is not a requeue
+  place(id);
+  ASSERT_TRUE(store_->recordPreemption(id, false, clock_.now(), "preempted").isOk());
+  EXPECT_EQ(call("bob", Method::kPost, jobPath(id, "/requeue")).status, 403);
+  auto body_given = call("alice", Method::kPost, jobPath(id, "/requeue"), R"({"now":true})");
+  EXPECT_EQ(body_given.status, 400);
+  EXPECT_NE(message(body_given).find("body.now"), std::string::npos) << body_given.body;
+  auto ok = call("alice", Method::kPost, jobPath(id, "/requeue"));
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(body(ok)["state"], "PENDING");
+  auto job = store_->getJob(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, "PENDING");
+  EXPECT_EQ(job->requeue_count, 1);
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/requeue")).status, 409);
+  EXPECT_EQ(call("root", Method::kPost, jobPath(424242, "/requeue")).status, 404);
+}
+
+TEST_F(ApiTest, HoldKeepsAJobPendingUntilReleased) {
+  int64_t id = submit("alice", "ml");
+  auto held = call("alice", Method::kPost, jobPath(id, "/hold"));
+  ASSERT_EQ(held.status, 200) << held.body;
+  EXPECT_EQ(body(held)["state"], "PENDING");
+  EXPECT_EQ(body(held)["reason"], "JobHeldUser");
+  EXPECT_EQ(body(get("alice", jobPath(id)))["reason"], "JobHeldUser");
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/hold")).status, 409);
+  EXPECT_EQ(call("bob", Method::kPost, jobPath(id, "/release")).status, 403);
+  auto released = call("alice", Method::kPost, jobPath(id, "/release"));
+  ASSERT_EQ(released.status, 200) << released.body;
+  EXPECT_EQ(body(released)["reason"], "released by alice");
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/release")).status, 409);
+
+  // An admin hold: its owner cannot release it; the group's admin can.
+  ASSERT_EQ(call("root", Method::kPost, jobPath(id, "/hold")).status, 200);
+  EXPECT_EQ(body(get("alice", jobPath(id)))["reason"], "JobHeldAdmin");
+  auto refused = call("alice", Method::kPost, jobPath(id, "/release"));
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_NE(message(refused).find("administrator"), std::string::npos) << refused.body;
+  EXPECT_EQ(call("carol", Method::kPost, jobPath(id, "/release")).status, 200);
+
+  auto events = body(get("alice", jobPath(id, "/events")))["events"];
+  ASSERT_EQ(events.size(), 5u);
+  EXPECT_EQ(events[1]["reason"], "JobHeldUser");
+  EXPECT_EQ(events[3]["reason"], "JobHeldAdmin");
+
+  int64_t running = submit("alice", "ml");
+  place(running);
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(running, "/hold")).status, 409);
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(running, "/release")).status, 409);
+  EXPECT_EQ(call("root", Method::kPost, jobPath(777777, "/hold")).status, 404);
+  EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/hold"), "[]").status, 400);
+}
+
+TEST_F(ApiTest, AdminsPatchTimeLimitAndPriorityOfPendingJobs) {
+  int64_t id = submit("alice", "ml");
+  EXPECT_EQ(call("alice", Method::kPatch, jobPath(id), R"({"priority":5})").status, 403);
+  EXPECT_EQ(call("carol", Method::kPatch, jobPath(id), R"({"priority":5})").status, 403);
+  auto patched = call("root", Method::kPatch, jobPath(id), R"({"time_limit":"2h","priority":5})");
+  ASSERT_EQ(patched.status, 200) << patched.body;
+  EXPECT_EQ(body(patched)["spec"]["time_limit_seconds"], 7200);
+  EXPECT_EQ(store_->getJob(id)->priority, 5);
+  auto events = body(get("alice", jobPath(id, "/events")))["events"];
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1]["reason"], "time limit set to 7200 s, priority set to 5 by root");
+  ASSERT_EQ(call("root", Method::kPatch, jobPath(id), R"({"time_limit_seconds":60})").status, 200);
+  EXPECT_EQ(store_->getJob(id)->priority, 5);  // unchanged when not given
+
+  for (const char* bad : {"{}", R"({"priority":"high"})", R"({"priority":2000000})",
+                          R"({"time_limit":"soon"})", R"({"nice":1})", "[1]", "{"}) {
+    auto r = call("root", Method::kPatch, jobPath(id), bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+  EXPECT_NE(message(call("root", Method::kPatch, jobPath(id), R"({"nice":1})")).find("body.nice"),
+            std::string::npos);
+  EXPECT_NE(message(call("root", Method::kPatch, jobPath(id), "{}")).find("body.time_limit"),
+            std::string::npos);
+  EXPECT_EQ(call("root", Method::kPatch, jobPath(888888), R"({"priority":1})").status, 404);
+  place(id);
+  EXPECT_EQ(call("root", Method::kPatch, jobPath(id), R"({"priority":1})").status, 409);
+}
+
+TEST_F(ApiTest, NodeShowDrainAndResume) {
+  auto shown = get("bob", "/v1/nodes/gpu-02");
+  ASSERT_EQ(shown.status, 200) << shown.body;
+  EXPECT_EQ(body(shown)["gpus"].size(), 4u);
+  EXPECT_EQ(get("bob", "/v1/nodes/gpu-99").status, 404);
+  auto bad_name = get("bob", "/v1/nodes/bad%20name");
+  EXPECT_EQ(bad_name.status, 400);
+  EXPECT_NE(message(bad_name).find("name"), std::string::npos) << bad_name.body;
+
+  const std::string drain = "/v1/nodes/gpu-01/drain";
+  EXPECT_EQ(call("alice", Method::kPost, drain, R"({"reason":"x"})").status, 403);
+  EXPECT_EQ(call("carol", Method::kPost, drain, R"({"reason":"x"})").status, 403);
+  auto missing = call("root", Method::kPost, drain, "{}");
+  EXPECT_EQ(missing.status, 400);
+  EXPECT_NE(message(missing).find("body.reason"), std::string::npos) << missing.body;
+  auto empty = call("root", Method::kPost, drain, R"({"reason":"  "})");
+  EXPECT_EQ(empty.status, 400);
+  EXPECT_NE(message(empty).find("body.reason"), std::string::npos) << empty.body;
+  auto no_body = call("root", Method::kPost, drain);
+  EXPECT_EQ(no_body.status, 400);
+  auto bad_json = call("root", Method::kPost, drain, R"({"reason": )");
+  EXPECT_EQ(bad_json.status, 400);
+  EXPECT_NE(message(bad_json).find("body"), std::string::npos) << bad_json.body;
+  auto not_object = call("root", Method::kPost, drain, R"(["reason"])");
+  EXPECT_EQ(not_object.status, 400);
+  auto unknown = call("root", Method::kPost, drain, R"({"reason":"fan","force":true})");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_NE(message(unknown).find("body.force"), std::string::npos) << unknown.body;
+  auto long_reason =
+      call("root", Method::kPost, drain, json{{"reason", std::string(300, 'x')}}.dump());
+  EXPECT_EQ(long_reason.status, 400);
+  EXPECT_EQ(call("root", Method::kPost, "/v1/nodes/gpu-99/drain", R"({"reason":"x"})").status, 404);
+
+  auto drained = call("root", Method::kPost, drain, R"({"reason":"fan failure"})");
+  ASSERT_EQ(drained.status, 200) << drained.body;
+  EXPECT_EQ(body(drained)["state"], "DRAINING");
+  EXPECT_EQ(body(drained)["state_reason"], "fan failure");
+  EXPECT_EQ(body(get("alice", "/v1/nodes/gpu-01"))["state"], "DRAINING");
+  auto stored = store_->getNode("gpu-01");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state, "DRAINING");
+
+  EXPECT_EQ(call("alice", Method::kPost, "/v1/nodes/gpu-01/resume").status, 403);
+  EXPECT_EQ(call("root", Method::kPost, "/v1/nodes/gpu-01/resume", R"({"x":1})").status, 400);
+  auto resumed = call("root", Method::kPost, "/v1/nodes/gpu-01/resume");
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  EXPECT_EQ(body(resumed)["state"], "IDLE");
+  EXPECT_EQ(body(resumed)["state_reason"], "");
+  EXPECT_EQ(call("root", Method::kPost, "/v1/nodes/gpu-99/resume").status, 404);
+}
+
+TEST_F(ApiTest, GpusListEveryGpuWithItsState) {
+  int64_t id = submit("alice", "ml", 500);
+  place(id);
+  ASSERT_TRUE(registry_->drain("gpu-02", "maintenance").isOk());
+  auto r = get("bob", "/v1/gpus");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json gpus = body(r)["gpus"];
+  ASSERT_EQ(gpus.size(), 6u);
+  EXPECT_EQ(gpus[0]["node"], "gpu-01");
+  EXPECT_EQ(gpus[0]["index"], 0);
+  EXPECT_EQ(gpus[0]["model"], "A100");
+  EXPECT_EQ(gpus[0]["memory_mib"], 81920);
+  EXPECT_EQ(gpus[0]["state"], "mixed");
+  EXPECT_EQ(gpus[0]["allocated_milli"], 500);
+  EXPECT_EQ(gpus[1]["state"], "idle");
+  EXPECT_EQ(gpus[2]["node"], "gpu-02");
+  EXPECT_EQ(gpus[2]["state"], "drained");
+
+  auto one = get("bob", "/v1/gpus?node=gpu-01");
+  ASSERT_EQ(one.status, 200);
+  EXPECT_EQ(body(one)["gpus"].size(), 2u);
+  EXPECT_EQ(get("bob", "/v1/gpus?node=gpu-99").status, 404);
+  auto bad = get("bob", "/v1/gpus?nodes=gpu-01");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(message(bad).find("'nodes'"), std::string::npos) << bad.body;
+}
+
+TEST_F(ApiTest, SummaryCountsNodesGpusAndJobs) {
+  int64_t a = submit("alice", "ml", 1000);
+  submit("bob", "vision", 250);
+  submit("bob", "vision", 250);
+  place(a);
+  ASSERT_TRUE(registry_->drain("gpu-02", "maintenance").isOk());
+  auto r = get("alice", "/v1/summary");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = body(r);
+  EXPECT_EQ(j["nodes"]["total"], 2);
+  EXPECT_EQ(j["nodes"]["by_state"]["IDLE"], 1);
+  EXPECT_EQ(j["nodes"]["by_state"]["DRAINING"], 1);
+  EXPECT_EQ(j["gpus"]["total"], 6);
+  EXPECT_EQ(j["gpus"]["allocated_milli"], 1000);
+  EXPECT_EQ(j["gpus"]["by_state"]["allocated"], 1);
+  EXPECT_EQ(j["gpus"]["by_state"]["idle"], 1);
+  EXPECT_EQ(j["gpus"]["by_state"]["drained"], 4);
+  EXPECT_EQ(j["jobs"]["total"], 3);
+  EXPECT_EQ(j["jobs"]["by_state"]["PENDING"], 2);
+  EXPECT_EQ(j["jobs"]["by_state"]["RUNNING"], 1);
+  EXPECT_EQ(get("alice", "/v1/summary?verbose=1").status, 400);
+}
+
+TEST_F(ApiTest, UsageReportsGpuHoursBySliceAndHidesOthersRows) {
+  // alice: 0.5 GPU for 2 h = 1 GPU-hour; bob: 0.25 GPU for 2 h = 0.5 GPU-hours.
+  int64_t a = submit("alice", "ml", 500);
+  int64_t b = submit("bob", "vision", 250);
+  place(a);
+  place(b);
+  TimePoint start = clock_.now();
+  clock_.advance(std::chrono::hours(2));
+  ASSERT_TRUE(store_->recordEnd(a, "COMPLETED", 0, clock_.now(), "done").isOk());
+  ASSERT_TRUE(store_->recordEnd(b, "COMPLETED", 0, clock_.now(), "done").isOk());
+  int64_t from = toUnixMicros(start) / 1'000'000 - 10;
+  std::string period = "&from=" + std::to_string(from) + "&to=" + std::to_string(from + 86400);
+
+  auto all = get("root", "/v1/usage?by=user" + period);
+  ASSERT_EQ(all.status, 200) << all.body;
+  json rows = body(all)["rows"];
+  ASSERT_EQ(rows.size(), 2u) << all.body;
+  EXPECT_EQ(rows[0]["key"], "alice");
+  EXPECT_NEAR(rows[0]["gpu_hours"].get<double>(), 1.0, 1e-9);
+  EXPECT_EQ(rows[0]["jobs"], 1);
+  EXPECT_NEAR(rows[1]["gpu_hours"].get<double>(), 0.5, 1e-9);
+  EXPECT_EQ(body(all)["from_us"], from * 1'000'000);
+
+  json own = body(get("bob", "/v1/usage?by=user" + period))["rows"];
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0]["key"], "bob");
+  json groups = body(get("carol", "/v1/usage?by=group" + period))["rows"];
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0]["key"], "ml");
+  EXPECT_EQ(body(get("root", "/v1/usage?by=group" + period))["rows"].size(), 2u);
+  // Defaults: by user, the last 30 days up to now.
+  EXPECT_EQ(body(get("root", "/v1/usage"))["rows"].size(), 2u);
+  // Dates.
+  auto dated = get("root", "/v1/usage?from=2023-11-01&to=2023-12-01T00:00:00Z");
+  ASSERT_EQ(dated.status, 200) << dated.body;
+  EXPECT_EQ(body(dated)["rows"].size(), 2u);  // the jobs ran on 2023-11-14
+
+  for (const char* bad :
+       {"/v1/usage?by=node", "/v1/usage?from=yesterday", "/v1/usage?from=2023-02-30",
+        "/v1/usage?to=-5", "/v1/usage?from=200&to=100", "/v1/usage?period=1"}) {
+    auto r = get("root", bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+  EXPECT_NE(message(get("root", "/v1/usage?by=node")).find("by:"), std::string::npos);
+  EXPECT_NE(message(get("root", "/v1/usage?from=yesterday")).find("from:"), std::string::npos);
+}
+
+TEST_F(ApiTest, UsersAreAdministeredByAdminsAndReadWithinTheirGroups) {
+  const std::string dave = R"({"uid":1004,"groups":["vision"],"role":"user"})";
+  EXPECT_EQ(call("alice", Method::kPut, "/v1/users/dave", dave).status, 403);
+  EXPECT_EQ(call("carol", Method::kPut, "/v1/users/dave", dave).status, 403);
+  auto created = call("root", Method::kPut, "/v1/users/dave", dave);
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(body(created)["name"], "dave");
+  auto updated = call("root", Method::kPut, "/v1/users/dave",
+                      R"({"name":"dave","uid":1004,"groups":["ml"],"role":"group-admin"})");
+  ASSERT_EQ(updated.status, 200) << updated.body;
+  EXPECT_EQ(body(updated)["role"], "group-admin");
+
+  auto mismatch = call("root", Method::kPut, "/v1/users/dave", R"({"name":"eve","uid":1})");
+  EXPECT_EQ(mismatch.status, 400);
+  EXPECT_NE(message(mismatch).find("user.name"), std::string::npos) << mismatch.body;
+  auto unknown = call("root", Method::kPut, "/v1/users/dave", R"({"uid":1,"shell":"/bin/sh"})");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_NE(message(unknown).find("user.shell"), std::string::npos) << unknown.body;
+  auto no_uid = call("root", Method::kPut, "/v1/users/dave", R"({"groups":[]})");
+  EXPECT_EQ(no_uid.status, 400);
+  EXPECT_NE(message(no_uid).find("user.uid"), std::string::npos) << no_uid.body;
+  auto quota = call("root", Method::kPut, "/v1/users/dave", R"({"uid":1,"quota":{}})");
+  EXPECT_EQ(quota.status, 400);
+  EXPECT_NE(message(quota).find("user.quota"), std::string::npos) << quota.body;
+  EXPECT_EQ(call("root", Method::kPut, "/v1/users/-bad", R"({"uid":1})").status, 400);
+  EXPECT_EQ(call("root", Method::kPut, "/v1/users/dave", "{oops").status, 400);
+
+  auto names = [](const json& users) {
+    std::vector<std::string> out;
+    for (const json& u : users)
+      out.push_back(u["name"]);
+    return out;
+  };
+  EXPECT_EQ(names(body(get("root", "/v1/users"))["users"]),
+            (std::vector<std::string>{"alice", "bob", "carol", "dave", "root"}));
+  EXPECT_EQ(names(body(get("alice", "/v1/users"))["users"]), (std::vector<std::string>{"alice"}));
+  // carol administers ml: its members (alice, dave, root, herself), not bob.
+  EXPECT_EQ(names(body(get("carol", "/v1/users"))["users"]),
+            (std::vector<std::string>{"alice", "carol", "dave", "root"}));
+  EXPECT_EQ(get("alice", "/v1/users/alice").status, 200);
+  EXPECT_EQ(get("alice", "/v1/users/bob").status, 403);
+  EXPECT_EQ(get("carol", "/v1/users/bob").status, 403);
+  EXPECT_EQ(get("carol", "/v1/users/alice").status, 200);
+  EXPECT_EQ(get("root", "/v1/users/nobody").status, 404);
+
+  EXPECT_EQ(call("alice", Method::kDelete, "/v1/users/dave").status, 403);
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/users/dave").status, 200);
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/users/dave").status, 404);
+  EXPECT_EQ(get("root", "/v1/users/dave").status, 404);
+}
+
+TEST_F(ApiTest, GroupsQuotasAndQos) {
+  EXPECT_EQ(call("carol", Method::kPut, "/v1/groups/nlp", R"({"gid":3000})").status, 403);
+  auto created = call("root", Method::kPut, "/v1/groups/nlp", R"({"gid":3000,"project_dir":"/p"})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  auto rel = call("root", Method::kPut, "/v1/groups/nlp", R"({"gid":3000,"project_dir":"p"})");
+  EXPECT_EQ(rel.status, 400);
+  EXPECT_NE(message(rel).find("group.project_dir"), std::string::npos) << rel.body;
+  EXPECT_EQ(body(get("bob", "/v1/groups"))["groups"].size(), 3u);
+  EXPECT_EQ(body(get("bob", "/v1/groups/nlp"))["project_dir"], "/p");
+  EXPECT_EQ(get("bob", "/v1/groups/none").status, 404);
+
+  // Quotas: carol administers ml, not vision.
+  const std::string q = R"({"max_gpus":"4","gpu_hours":100})";
+  EXPECT_EQ(call("alice", Method::kPut, "/v1/quotas/group/ml", q).status, 403);
+  auto set = call("carol", Method::kPut, "/v1/quotas/group/ml", q);
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(body(set)["limits"]["max_gpus_milli"], 4000);
+  EXPECT_EQ(body(set)["subject"], "group");
+  EXPECT_EQ(call("carol", Method::kPut, "/v1/quotas/group/vision", q).status, 403);
+  EXPECT_EQ(call("carol", Method::kPut, "/v1/quotas/user/alice", q).status, 403);
+  ASSERT_EQ(call("root", Method::kPut, "/v1/quotas/user/bob", q).status, 200);
+  auto bad_subject = call("root", Method::kPut, "/v1/quotas/team/ml", q);
+  EXPECT_EQ(bad_subject.status, 400);
+  EXPECT_NE(message(bad_subject).find("subject"), std::string::npos);
+  auto bad_limit = call("root", Method::kPut, "/v1/quotas/group/ml", R"({"max_gpus":"-1"})");
+  EXPECT_EQ(bad_limit.status, 400);
+  EXPECT_NE(message(bad_limit).find("quota.max_gpus"), std::string::npos) << bad_limit.body;
+  EXPECT_EQ(call("root", Method::kPut, "/v1/quotas/group/nobody", q).status, 404);
+
+  EXPECT_EQ(body(get("root", "/v1/quotas"))["quotas"].size(), 2u);
+  EXPECT_EQ(body(get("carol", "/v1/quotas"))["quotas"].size(), 1u);
+  json bobs = body(get("bob", "/v1/quotas"))["quotas"];
+  ASSERT_EQ(bobs.size(), 1u);
+  EXPECT_EQ(bobs[0]["name"], "bob");
+  EXPECT_EQ(get("bob", "/v1/quotas/group/ml").status, 403);
+  EXPECT_EQ(get("carol", "/v1/quotas/group/ml").status, 200);
+  EXPECT_EQ(get("root", "/v1/quotas/group/vision").status, 404);
+  EXPECT_EQ(body(get("alice", "/v1/groups/ml"))["quota"]["gpu_hours"], 100);
+  EXPECT_EQ(call("carol", Method::kDelete, "/v1/quotas/group/ml").status, 200);
+  EXPECT_EQ(call("carol", Method::kDelete, "/v1/quotas/group/ml").status, 404);
+  auto audit = store_->auditEvents(0, 100);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_EQ(audit->size(), 3u);
+  EXPECT_EQ(audit->at(0).actor, "carol");
+  EXPECT_EQ(audit->at(2).action, "delete_quota");
+
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/groups/nlp").status, 200);
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/groups/nlp").status, 404);
+
+  // QoS.
+  const std::string high = R"({"priority":100,"preemptible":false,"grace_time":"2m"})";
+  EXPECT_EQ(call("carol", Method::kPut, "/v1/qos/high", high).status, 403);
+  ASSERT_EQ(call("root", Method::kPut, "/v1/qos/high", high).status, 201);
+  ASSERT_EQ(call("root", Method::kPut, "/v1/qos/high", high).status, 200);
+  auto bad_qos = call("root", Method::kPut, "/v1/qos/high", R"({"priority":-1})");
+  EXPECT_EQ(bad_qos.status, 400);
+  EXPECT_NE(message(bad_qos).find("qos.priority"), std::string::npos) << bad_qos.body;
+  json qos = body(get("alice", "/v1/qos"))["qos"];
+  ASSERT_EQ(qos.size(), 1u);
+  EXPECT_EQ(qos[0]["grace_time_seconds"], 120);
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/high").status, 200);
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/high").status, 404);
+}
+
+// Each role against each route that acts on someone's job or on the pool: alice owns the job
+// (group ml), bob is another user, carol administers ml, root is an admin.
+TEST_F(ApiTest, PermissionMatrix) {
+  // `fresh`: the target is a new job of alice's for each call (1: pending, 2: preempted,
+  // 3: held by alice).
+  struct Case {
+    Method method;
+    std::string target;
+    std::string body;
+    int alice, bob, carol, root;
+    int fresh = 0;
+  };
+  int64_t shown = submit("alice", "ml");
+  std::vector<Case> cases = {
+      {Method::kGet, jobPath(shown), "", 200, 403, 200, 200},
+      {Method::kGet, jobPath(shown, "/events"), "", 200, 403, 200, 200},
+      {Method::kPost, "/cancel", "", 200, 403, 200, 200, 1},
+      {Method::kPost, "/requeue", "", 200, 403, 200, 200, 2},
+      {Method::kPost, "/hold", "", 200, 403, 200, 200, 1},
+      {Method::kPost, "/release", "", 200, 403, 200, 200, 3},
+      {Method::kPost, jobPath(shown, "/requeue"), "", 409, 403, 409, 409},
+      {Method::kGet, "/v1/nodes", "", 200, 200, 200, 200},
+      {Method::kGet, "/v1/nodes/gpu-01", "", 200, 200, 200, 200},
+      {Method::kPost, "/v1/nodes/gpu-01/drain", R"({"reason":"r"})", 403, 403, 403, 200},
+      {Method::kPost, "/v1/nodes/gpu-01/resume", "", 403, 403, 403, 200},
+      {Method::kGet, "/v1/gpus", "", 200, 200, 200, 200},
+      {Method::kGet, "/v1/summary", "", 200, 200, 200, 200},
+      {Method::kGet, "/v1/usage", "", 200, 200, 200, 200},
+      {Method::kGet, "/v1/users", "", 200, 200, 200, 200},
+      {Method::kGet, "/v1/users/alice", "", 200, 403, 200, 200},
+      {Method::kPut, "/v1/users/zed", R"({"uid":7})", 403, 403, 403, 201},
+      {Method::kDelete, "/v1/users/zed", "", 403, 403, 403, 200},
+      {Method::kGet, "/v1/groups", "", 200, 200, 200, 200},
+      {Method::kPut, "/v1/groups/zed", R"({"gid":7})", 403, 403, 403, 201},
+      {Method::kDelete, "/v1/groups/zed", "", 403, 403, 403, 200},
+      {Method::kPut, "/v1/quotas/group/ml", R"({"gpu_hours":1})", 403, 403, 200, 200},
+      {Method::kGet, "/v1/quotas/group/ml", "", 403, 403, 200, 200},
+      {Method::kDelete, "/v1/quotas/group/ml", "", 403, 403, 200, 404},
+      {Method::kGet, "/v1/quotas", "", 200, 200, 200, 200},
+      {Method::kPut, "/v1/qos/low", R"({"priority":1})", 403, 403, 403, 201},
+      {Method::kGet, "/v1/qos", "", 200, 200, 200, 200},
+      {Method::kDelete, "/v1/qos/low", "", 403, 403, 403, 200},
+  };
+  for (const Case& c : cases) {
+    const std::pair<std::string, int> roles[] = {
+        {"alice", c.alice}, {"bob", c.bob}, {"carol", c.carol}, {"root", c.root}};
+    for (const auto& [user, want] : roles) {
+      std::string target = c.target;
+      if (c.fresh > 0) {
+        int64_t id = submit("alice", "ml");
+        if (c.fresh == 2) {
+          place(id);
+          ASSERT_TRUE(store_->recordPreemption(id, false, clock_.now(), "preempted").isOk());
+        }
+        if (c.fresh == 3) {
+          ASSERT_TRUE(store_->setJobHold(id, "user", clock_.now(), "JobHeldUser").isOk());
+        }
+        target = jobPath(id, c.target);
+      }
+      auto r = call(user, c.method, target, c.body);
+      EXPECT_EQ(r.status, want) << net::methodName(c.method) << " " << target << " as " << user
+                                << ": " << r.body;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpool::controller::testing
