@@ -58,7 +58,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/gpoold.service
               ${PROJECT_SOURCE_DIR}/deploy/systemd/gpool-agent.service
         DESTINATION ${GPOOL_INSTALL_UNITDIR})
 
-file(GLOB gpool_doc_pages ${PROJECT_SOURCE_DIR}/docs/*.md)
+file(GLOB gpool_doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${gpool_doc_pages}
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
