@@ -153,7 +153,7 @@ contents)
   stray=$(grep -vE '/$' <<<"$files" |
     grep -vE '^/usr/(bin|lib/gpool|lib/systemd/system|share/gpool|share/doc/gpool)/|^/etc/(gpool/gpoold\.toml|default/gpool-agent)$' || true)
   [ -z "$stray" ] || fail "unexpected files in the package: $stray"
-  bins=$(grep -c '^/usr/bin/' <<<"$files")
+  bins=$(grep -c '^/usr/bin/.' <<<"$files")
   [ "$bins" -eq 5 ] || fail "expected 5 programs in /usr/bin, found $bins"
 
   # Control data.
@@ -163,8 +163,9 @@ contents)
   [ "$(dpkg-deb -f "$deb" Architecture)" = "$(dpkg --print-architecture)" ] ||
     fail "Architecture is not $(dpkg --print-architecture)"
   depends=$(dpkg-deb -f "$deb" Depends)
+  dep_names=$(tr ',' '\n' <<<"$depends" | sed -e 's/^ *//' -e 's/ .*//')
   for dep in adduser libc6 libstdc++6 libsqlite3-0 libpq5 libssl3; do
-    grep -qE "(^|, )$dep( |,|$)" <<<"$depends" || fail "Depends lacks $dep: $depends"
+    grep -qxF "$dep" <<<"$dep_names" || fail "Depends lacks $dep: $depends"
   done
   ctl=$(mktemp -d "${TMPDIR:-/tmp}/gpool-deploy.XXXXXX")
   tmp_dir=$ctl
@@ -194,10 +195,15 @@ contents)
   done
 
   # systemd-analyze verify, where it works in this environment: a trivial unit must verify
-  # first, otherwise (no systemd, no --root support) this part is skipped.
-  if command -v systemd-analyze >/dev/null; then
+  # first, otherwise (no systemd, no --root support) this part is skipped. The roots get the
+  # host's units (targets the units name), never replacing the package's.
+  host_units=/usr/lib/systemd/system
+  [ -d "$host_units" ] || host_units=/lib/systemd/system
+  if command -v systemd-analyze >/dev/null && [ -d "$host_units" ]; then
     probe="$ctl/probe"
     mkdir -p "$probe/usr/lib/systemd/system" "$probe/usr/bin"
+    cp -a "$host_units/." "$probe/usr/lib/systemd/system/"
+    cp -an "$host_units/." "$root_dir/usr/lib/systemd/system/"
     cp /bin/true "$probe/usr/bin/probe-true"
     printf '[Unit]\nDescription=probe\n[Service]\nExecStart=/usr/bin/probe-true\n' \
       >"$probe/usr/lib/systemd/system/gpool-probe.service"
