@@ -48,6 +48,12 @@ std::string dataDir() {
   if (const char* env = std::getenv("GPOOL_DATA_DIR"); env && *env) return env;
   std::error_code ec;
   if (std::filesystem::is_directory("data/traces", ec)) return "data/traces";
+  // Installed (the Debian package): <prefix>/bin/gpool, <prefix>/share/gpool/traces.
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    std::filesystem::path installed = exe.parent_path() / "../share/gpool/traces";
+    if (std::filesystem::is_directory(installed, ec)) return installed.lexically_normal().string();
+  }
 #ifdef GPOOL_SOURCE_DATA_DIR
   return GPOOL_SOURCE_DATA_DIR;
 #else
