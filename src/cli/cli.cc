@@ -2,9 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <memory>
 
+#include "cli/client_commands.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
 
@@ -16,15 +19,33 @@ int runCli(const std::vector<std::string>& args) {
       "scheduling"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpool ") + GPOOL_VERSION);
+  // Global options may also follow the subcommand (`gpool queue --json`); subcommands inherit
+  // this setting when they are created, so it comes first.
+  app.fallthrough();
+
+  auto global = std::make_shared<GlobalOptions>();
+  global->socket = defaultSocketPath();
+  if (auto dd = std::find(args.begin(), args.end(), "--"); dd != args.end()) {
+    global->args_after_double_dash = static_cast<size_t>(args.end() - dd - 1);
+  }
+  app.add_option("--socket", global->socket,
+                 "the controller's Unix socket (default: $GPOOL_SOCKET, else "
+                 "/run/gpool/gpoold.sock)")
+      ->type_name("PATH");
+  app.add_flag("--json", global->json, "print JSON (the server's answer) instead of tables");
 
   auto* version = app.add_subcommand("version", "Print the version of this gpool build");
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
+  registerClientCommands(app, global);
   sim::registerSimCommands(app);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
+  } catch (const CLI::RuntimeError& e) {
+    // A command failed and already said why; its exit code is exitCodeFor(its status).
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : exitCodeFor(StatusCode::kInvalidArgument);
