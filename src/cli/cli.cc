@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -25,9 +24,6 @@ int runCli(const std::vector<std::string>& args) {
 
   auto global = std::make_shared<GlobalOptions>();
   global->socket = defaultSocketPath();
-  if (auto dd = std::find(args.begin(), args.end(), "--"); dd != args.end()) {
-    global->args_after_double_dash = static_cast<size_t>(args.end() - dd - 1);
-  }
   app.add_option("--socket", global->socket,
                  "the controller's Unix socket (default: $GPOOL_SOCKET, else "
                  "/run/gpool/gpoold.sock)")
@@ -41,7 +37,8 @@ int runCli(const std::vector<std::string>& args) {
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    std::vector<std::string> parsed = splitSubmitArguments(args, global.get());
+    std::vector<std::string> reversed(parsed.rbegin(), parsed.rend());
     app.parse(reversed);
   } catch (const CLI::RuntimeError& e) {
     // A command failed and already said why; its exit code is exitCodeFor(its status).

@@ -209,6 +209,7 @@ std::optional<std::string> envLookup(const std::string& name) {
 }
 
 Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
+  if (!global.submit_error.empty()) return Status::invalidArgument(global.submit_error);
   SubmitFlags command_line;
   for (const auto& [name, values] : a.values) {
     for (const std::string& v : values)
@@ -229,18 +230,10 @@ Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
   context.cwd = std::filesystem::current_path(ec).string();
   if (ec) return Status::ioError("cannot read the current directory: " + ec.message());
   context.getenv = envLookup;
-  // "--" right before the first argument makes it a command; a "--" after a script is one of
-  // the script's arguments.
-  bool is_command = global.args_after_double_dash == a.args.size();
-  if (is_command) {
+  if (global.submit_command) {
     command = a.args;
   } else {
     const std::string& path = a.args[0];
-    // Options the parser did not know end up here, in front of the script.
-    if (path.size() > 1 && path[0] == '-') {
-      std::string name = path.substr(path.rfind("--", 0) == 0 ? 2 : 1);
-      return Status::invalidArgument(unknownSubmitFlag(name.substr(0, name.find('='))));
-    }
     if (!std::filesystem::is_regular_file(path, ec)) {
       return Status::invalidArgument("'" + path +
                                      "' is not a file: give a batch script, or put a command "
@@ -463,6 +456,44 @@ std::function<void()> reporting(F body) {
 
 }  // namespace
 
+std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& args,
+                                              GlobalOptions* global) {
+  // Global options before the command: --socket takes a value.
+  size_t i = 0;
+  while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {
+    i += args[i] == "--socket" ? 2 : 1;
+  }
+  if (i >= args.size() || args[i] != "submit") return args;
+  std::vector<std::string> kept(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  for (++i; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      global->submit_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      global->submit_command = true;
+      return kept;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      global->submit_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      return kept;
+    }
+    std::string name = arg.substr(arg.rfind("--", 0) == 0 ? 2 : 1);
+    bool has_value = name.find('=') != std::string::npos;
+    name = name.substr(0, name.find('='));
+    const SubmitFlagDef* def = findSubmitFlag(name);
+    bool global_flag = name == "socket" || name == "json" || name == "help" || name == "h";
+    if (!def && !global_flag) {
+      // CLI11 would only say "not expected"; submit names the flag and suggests one.
+      if (global->submit_error.empty()) global->submit_error = unknownSubmitFlag(name);
+      continue;
+    }
+    kept.push_back(arg);
+    if (!has_value && ((def && def->value_name) || name == "socket") && i + 1 < args.size()) {
+      kept.push_back(args[++i]);  // its value
+    }
+  }
+  return kept;
+}
+
 std::string defaultSocketPath() {
   const char* env = std::getenv("GPOOL_SOCKET");
   if (env && *env) return env;
@@ -497,18 +528,11 @@ void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global
         ->allow_extra_args(false)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   }
-  // Like sbatch, option parsing stops at the script: what follows is the script's arguments.
-  // CLI11 would hand that positional to the parent when falling through, so submit does not fall
-  // through and takes the global options itself.
-  submit->prefix_command();
-  submit->fallthrough(false);
-  submit->add_option("--socket", global->socket, "the controller's Unix socket")->type_name("PATH");
-  submit->add_flag("--json", global->json, "print the controller's answer as JSON");
-  submit->footer(footer);
-  submit->callback(reporting([global, submit_args, submit] {
-    submit_args->args = submit->remaining();
+  submit->callback(reporting([global, submit_args] {
+    submit_args->args = global->submit_args;
     return runSubmit(*global, *submit_args);
   }));
+  submit->footer(footer);
 
   // ---- queue
   auto queue_args = std::make_shared<QueueArgs>();

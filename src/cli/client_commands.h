@@ -1,9 +1,8 @@
 #pragma once
 
-#include <cstddef>
 #include <memory>
-#include <optional>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -18,11 +17,20 @@ namespace gpool::cli {
 struct GlobalOptions {
   std::string socket;  // the controller's Unix socket
   bool json = false;   // print the server's JSON instead of tables
-  // How many arguments followed the first "--" of the command line (none: no "--"). `gpool
-  // submit -- CMD` runs CMD while `gpool submit FILE -- ARGS` reads FILE as a batch script; the
-  // parser drops the "--", so submit tells the two apart by counting.
-  std::optional<size_t> args_after_double_dash;
+  // What follows submit's options: the script and its arguments, or (after "--") the command.
+  // CLI11 cannot stop at the first positional of a subcommand, so splitSubmitArguments takes
+  // them off the command line before CLI11 parses the rest.
+  std::vector<std::string> submit_args;
+  bool submit_command = false;  // submit_args came after "--"
+  std::string submit_error;     // an unknown submit flag, reported by submit
 };
+
+// When `args` (argv without the program name) runs `gpool submit`, moves what follows submit's
+// options (from the first argument that is not an option, or after "--") into `global` and
+// returns the arguments left for the parser; otherwise returns `args`. Like sbatch, everything
+// after the script belongs to the script.
+std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& args,
+                                              GlobalOptions* global);
 
 // $GPOOL_SOCKET when set and non-empty, else /run/gpool/gpoold.sock.
 std::string defaultSocketPath();

@@ -40,7 +40,7 @@ api::Job runningJob(uint64_t id, const std::string& node, TimePoint start) {
 TEST(FormatTable, AlignsColumnsAndTrimsTrailingBlanks) {
   EXPECT_EQ(
       formatTable({"ID", "NAME", "X"}, {{"1", "a", ""}, {"100", "longer", "z"}}, {Align::kRight}),
-      "ID   NAME    X\n"
+      " ID  NAME    X\n"
       "  1  a\n"
       "100  longer  z\n");
   EXPECT_EQ(formatTable({"A", "B"}, {}), "A  B\n");
@@ -135,9 +135,9 @@ TEST(FormatNodes, GpusSlicesCpuAndMemory) {
   EXPECT_EQ(formatNodes({a, b}, usage),
             "NODE    STATE                  GPUS     SLICES(free/used)  CPU(used/total)  "
             "MEM(used/total)\n"
-            "gpu-01  MIXED                  2x A100              1/2             8/64        "
+            "gpu-01  MIXED                  2x A100                1/2             8/64         "
             "16G/512G\n"
-            "gpu-02  DRAINED (maintenance)  1x H100              1/0             0/64         "
+            "gpu-02  DRAINED (maintenance)  1x H100                1/0             0/64          "
             "0M/512G\n"
             "(some GPUs are simulated by the fake backend)\n");
 }

@@ -117,7 +117,8 @@ TEST(BuildSubmitPlan, EveryFlagLandsInTheSpec) {
   EXPECT_EQ(s.qos, "high");
   EXPECT_TRUE(s.preemptible);
   ASSERT_EQ(s.dependencies.size(), 4u);
-  EXPECT_EQ(api::formatDependencyList(s.dependencies), "afterok:12:13,afterany:14,afternotok:15");
+  EXPECT_EQ(api::formatDependencyList(s.dependencies),
+            "afterok:12,afterok:13,afterany:14,afternotok:15");
   EXPECT_EQ(s.name, "train");
   EXPECT_EQ(plan->group, "vision");
   EXPECT_EQ(s.working_dir, "/home/alice/llm/data");
