@@ -16,6 +16,7 @@ int runCli(const std::vector<std::string>& args) {
   CLI::App app{
       "gpool: a shared pool of GPUs across servers, with enforced slices and fair "
       "scheduling"};
+  app.name("gpool");
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpool ") + GPOOL_VERSION);
   // Global options may also follow the subcommand (`gpool queue --json`); subcommands inherit

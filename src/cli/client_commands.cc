@@ -507,13 +507,11 @@ void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global
       "/run/gpool/gpoold.sock)\n"
       "  --json         print JSON (the server's answer) instead of tables\n"
       "Exit codes: 0 ok, 2 bad arguments, 3 not found, 4 permission denied, 5 wrong state, 6 "
-      "quota, 7 controller unreachable (docs/cli-exit-codes.md)";
+      "quota, 7 controller unreachable (docs/cli-exit-codes.md)\n";
   // ---- submit
   auto submit_args = std::make_shared<SubmitArgs>();
   auto* submit = app.add_subcommand(
-      "submit",
-      "Submit a batch job: gpool submit [OPTIONS] SCRIPT [ARGS...] (a script with #GPOOL "
-      "directive lines) or gpool submit [OPTIONS] -- CMD [ARGS...]");
+      "submit", "Submit a batch job: a script with #GPOOL directive lines, or a command after --");
   for (const SubmitFlagDef& def : submitFlagDefs()) {
     std::string flag = std::string("--") + def.name;
     if (!def.value_name) {
@@ -532,7 +530,10 @@ void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global
     submit_args->args = global->submit_args;
     return runSubmit(*global, *submit_args);
   }));
-  submit->footer(footer);
+  submit->footer(
+      "Usage: gpool submit [OPTIONS] SCRIPT [ARGS...]   (#GPOOL lines in SCRIPT hold more "
+      "options)\n       gpool submit [OPTIONS] -- CMD [ARGS...]\n\n" +
+      footer);
 
   // ---- queue
   auto queue_args = std::make_shared<QueueArgs>();
