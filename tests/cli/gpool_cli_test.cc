@@ -2,6 +2,7 @@
 // no agents, so jobs stay PENDING unless a test places one with `gpoold --once` first. No
 // sleeps: the test blocks on gpoold's "ready" line and on waitpid.
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -71,6 +72,12 @@ Output runProgram(const std::string& program, const std::vector<std::string>& ar
   o.out = readFile(out_path);
   o.err = readFile(err_path);
   return o;
+}
+
+// The user running the test, as gpoold names the socket's peer.
+std::string me() {
+  struct passwd* pw = getpwuid(geteuid());
+  return pw ? pw->pw_name : "#" + std::to_string(geteuid());
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -146,7 +153,7 @@ TEST_F(GpoolCliTest, SubmitQueueShowCancel) {
   EXPECT_FALSE(std::getline(lines, extra));
   EXPECT_EQ(header.rfind("JOBID  NAME   USER", 0), 0u) << queue.out;
   EXPECT_TRUE(contains(header, "ST      TIME  GPUS  NODE(REASON)")) << queue.out;
-  EXPECT_EQ(row.rfind("    1  hello  root", 0), 0u) << queue.out;
+  EXPECT_EQ(row.rfind("    1  hello  " + me(), 0), 0u) << queue.out;
   EXPECT_TRUE(contains(row, "  PD  00:00:00   0.5  (")) << queue.out;
 
   Output queue_json = gpool({"queue", "--json"});
@@ -324,9 +331,9 @@ TEST_F(GpoolCliTest, NodesAndARunningJob) {
     drained.state = api::NodeState::kDrained;
     drained.state_reason = "maintenance";
     ASSERT_TRUE(store::saveApiNode(*store, drained).isOk());
-    ASSERT_TRUE(
-        store::submitApiJob(*store, "root", 0, "", ct::makeSpec(500, "placed"), realClock().now())
-            .ok());
+    ASSERT_TRUE(store::submitApiJob(*store, me(), geteuid(), "", ct::makeSpec(500, "placed"),
+                                    realClock().now())
+                    .ok());
   }
   // One scheduling pass places the job (no agent runs it, so it stays RUNNING).
   Output once = runProgram(kGpoold, {"--config", writeConfig(), "--once"}, dir_.path());
@@ -362,7 +369,8 @@ TEST_F(GpoolCliTest, NodesAndARunningJob) {
 
   Output queue = gpool({"queue"});
   ASSERT_EQ(queue.rc, 0) << queue.err;
-  EXPECT_TRUE(contains(queue.out, "    1  placed  root  R   ")) << queue.out;
+  EXPECT_TRUE(contains(queue.out, "    1  placed  " + me())) << queue.out;
+  EXPECT_TRUE(contains(queue.out, "  R   ")) << queue.out;
   EXPECT_TRUE(contains(queue.out, "   0.5  gpu-01\n")) << queue.out;
   Output show = gpool({"show", "1"});
   EXPECT_TRUE(contains(show.out, "task 0 on gpu-01")) << show.out;
