@@ -22,78 +22,16 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "common/clock.h"
 #include "net/client.h"
 #include "net/server.h"
 
 namespace {
 
-using gpool::realClock;
+using gpool::bench::drive;
+using gpool::bench::Figures;
 using namespace gpool::net;
-
-struct Figures {
-  std::string name;
-  uint64_t requests = 0;
-  uint64_t errors = 0;
-  double seconds = 0;
-  double p50_ms = 0;
-  double p99_ms = 0;
-  double rps() const { return seconds > 0 ? static_cast<double>(requests) / seconds : 0; }
-};
-
-// Runs `clients` threads, each calling `one` (one request/response) until `seconds` pass.
-Figures drive(const std::string& name, int clients, double seconds,
-              const std::function<std::function<bool()>()>& make_client) {
-  std::vector<std::vector<double>> lat(clients);
-  std::atomic<uint64_t> errors{0};
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  const auto budget =
-      std::chrono::duration_cast<gpool::Micros>(std::chrono::duration<double>(seconds));
-  for (int i = 0; i < clients; ++i) {
-    threads.emplace_back([&, i] {
-      std::function<bool()> one = make_client();
-      if (!one()) errors.fetch_add(1);  // connect + warm up outside the measurement
-      ready.fetch_add(1);
-      while (!go.load())
-        std::this_thread::yield();
-      const auto start = realClock().monotonic();
-      for (;;) {
-        const auto t0 = realClock().monotonic();
-        if (t0 - start >= budget) break;
-        bool ok = one();
-        const auto t1 = realClock().monotonic();
-        if (!ok) {
-          errors.fetch_add(1);
-          continue;
-        }
-        lat[i].push_back(static_cast<double>((t1 - t0).count()) / 1000.0);
-      }
-    });
-  }
-  while (ready.load() < clients)
-    std::this_thread::yield();
-  const auto start = realClock().monotonic();
-  go.store(true);
-  for (auto& t : threads)
-    t.join();
-  const auto end = realClock().monotonic();
-  std::vector<double> all;
-  for (auto& v : lat)
-    all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
-  Figures f;
-  f.name = name;
-  f.requests = all.size();
-  f.errors = errors.load();
-  f.seconds = static_cast<double>((end - start).count()) / 1e6;
-  if (!all.empty()) {
-    f.p50_ms = all[all.size() / 2];
-    f.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
-  }
-  return f;
-}
 
 constexpr char kBody[] =
     R"({"id":"42","user":"alice","state":"RUNNING","gpus":1,"partition":"default",)"

@@ -5,23 +5,30 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+start=$SECONDS
+phase() { echo "== $1 (at $((SECONDS - start)) s) =="; }
+
+phase "dependencies"
 scripts/install-deps.sh
+phase "format check"
 scripts/format-check.sh
 
 jobs=$(nproc)
-echo "== release build, warnings as errors =="
+phase "release build, warnings as errors"
 cmake --preset ci-release >/dev/null
 cmake --build --preset ci-release -j "$jobs"
 release_log=$(mktemp)
 set +e
+phase "release tests"
 ctest --preset ci-release 2>&1 | tee "$release_log"
 release_rc=${PIPESTATUS[0]}
 set -e
 
-echo "== ASan+UBSan build, warnings as errors =="
+phase "ASan+UBSan build, warnings as errors"
 cmake --preset ci-asan >/dev/null
 cmake --build --preset ci-asan -j "$jobs"
 set +e
+phase "ASan+UBSan tests"
 ctest --preset ci-asan -LE "no_sanitizer|slow"
 asan_rc=$?
 set -e

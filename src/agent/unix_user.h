@@ -24,7 +24,8 @@ Result<UnixUser> lookupUnixUser(const std::string& name);
 
 // Drops the calling process to `user`: setgroups, setgid, setuid, then checks that root cannot
 // be regained. For the child between fork and exec; async-signal-unsafe work (lookups) must be
-// done before. Returns the errno of the failing call, 0 on success.
+// done before. Returns the errno of the failing call, 0 on success. A process that is not root
+// and already runs as `user` (uid and primary gid) is left as it is.
 int switchToUser(const UnixUser& user);
 
 }  // namespace gpool::agent

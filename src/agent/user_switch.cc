@@ -10,6 +10,12 @@
 namespace gpool::agent {
 
 int switchToUser(const UnixUser& user) {
+  // An unprivileged agent (a `gpool up` pool run by a plain user) can only run its own user's
+  // tasks: it is that user already, and setgroups would fail with EPERM.
+  if (::geteuid() != 0 && ::getuid() == user.uid && ::geteuid() == user.uid &&
+      ::getgid() == user.gid) {
+    return 0;
+  }
   if (::setgroups(user.groups.size(), user.groups.data()) != 0) return errno;
   if (::setgid(user.gid) != 0) return errno;
   if (::setuid(user.uid) != 0) return errno;

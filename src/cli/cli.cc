@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/client_commands.h"
+#include "cli/up_command.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
 
@@ -35,6 +36,7 @@ int runCli(const std::vector<std::string>& args) {
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
   registerClientCommands(app, global);
   sim::registerSimCommands(app);
+  registerUpCommands(app);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {
@@ -42,7 +44,7 @@ int runCli(const std::vector<std::string>& args) {
     std::vector<std::string> reversed(parsed.rbegin(), parsed.rend());
     app.parse(reversed);
   } catch (const CLI::RuntimeError& e) {
-    // A command failed and already said why; its exit code is exitCodeFor(its status).
+    // A command that failed after reporting on stderr; its code follows docs/cli-exit-codes.md.
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);

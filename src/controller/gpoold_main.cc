@@ -2,11 +2,12 @@
 // or a PostgreSQL connection string), rebuilds its view (nodes, usage), runs the scheduling loop
 // on its own thread and stops cleanly on SIGTERM or SIGINT. docs/controller.md.
 //
-// With `controller.socket` set it serves the REST API (api_routes.h) on that Unix socket. Not yet
-// here: the agents' WebSocket; until it is wired in, the agent gateway only logs the assignments
-// it would send.
+// With `controller.socket` set it serves, on that Unix socket, the REST API (api_routes.h) and
+// the agents' WebSocket `/v1/agent` (agent_link.h); without it no agent can connect and the
+// assignments wait in the store for one.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "controller/agent_link.h"
 #include "controller/api_routes.h"
 #include "controller/job_service.h"
 #include "controller/node_registry.h"
@@ -34,27 +36,13 @@
 namespace gpool::controller {
 namespace {
 
-// Stands in for the agents' WebSocket until src/net is wired in.
-class LoggingGateway final : public AgentGateway {
- public:
-  void assign(const TaskAssignment& a) override {
-    spdlog::info("assign job {} task {} to {} (epoch {}); no agent connection yet", a.job_id,
-                 a.task, a.node, a.lease_epoch);
-  }
-  void cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
-              int64_t grace_s, const std::string& reason) override {
-    spdlog::info(
-        "cancel job {} task {} on {} (epoch {}, grace {} s, {}); no agent connection "
-        "yet",
-        job_id, task, node, lease_epoch, grace_s, reason);
-  }
-};
-
 struct Settings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
   std::string socket;  // the API's Unix socket; empty: no API
   int64_t node_down_after_s = 90;
+  int64_t lease_duration_s = 60;
+  int64_t heartbeat_interval_s = 5;
   int64_t schedule_interval_s = 10;
   int64_t usage_half_life_s = 7 * 24 * 3600;
   logging::LogOptions log;
@@ -73,10 +61,18 @@ Result<Settings> readSettings(const std::string& path) {
     ctl.fail("sqlite_synchronous", "must be FULL or NORMAL");
   }
   s.node_down_after_s = ctl.getDuration("node_down_after", 90);
+  s.lease_duration_s = ctl.getDuration("lease_duration", 60);
+  s.heartbeat_interval_s = ctl.getDuration("heartbeat_interval", 5);
   s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
   if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
   if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
+  if (s.lease_duration_s <= 0) ctl.fail("lease_duration", "must be positive");
+  if (s.heartbeat_interval_s <= 0) ctl.fail("heartbeat_interval", "must be positive");
+  // An agent must have fenced itself (lease expired) before its node is declared DOWN.
+  if (s.lease_duration_s + s.heartbeat_interval_s >= s.node_down_after_s) {
+    ctl.fail("node_down_after", "must exceed lease_duration + heartbeat_interval");
+  }
   GPOOL_RETURN_IF_ERROR(file.finish());
   return s;
 }
@@ -122,11 +118,16 @@ int run(const std::string& config_path, bool once) {
   Clock& clock = realClock();
   NodeRegistry registry(**store, clock,
                         NodeRegistryOptions{std::chrono::seconds(settings->node_down_after_s)});
-  LoggingGateway gateway;
+  AgentLinkOptions link_options;
+  link_options.lease_duration_s = settings->lease_duration_s;
+  link_options.heartbeat_interval_s = settings->heartbeat_interval_s;
+  link_options.own_uid = static_cast<uint32_t>(::geteuid());
+  AgentLink gateway(**store, registry, clock, link_options);
   LoopOptions options;
   options.interval = std::chrono::seconds(settings->schedule_interval_s);
   options.usage_half_life_s = settings->usage_half_life_s;
   SchedulingLoop loop(**store, registry, gateway, clock, options);
+  gateway.attach(loop);
   for (Status s : {registry.load(), loop.recover()}) {
     if (!s.isOk()) {
       spdlog::error("cannot rebuild the controller's state: {}", s.toString());
@@ -149,6 +150,10 @@ int run(const std::string& config_path, bool once) {
     net::Router router;
     if (Status s = addApiRoutes(router, **store, service, registry); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
+      return 1;
+    }
+    if (Status s = gateway.addRoute(router); !s.isOk()) {
+      spdlog::error("cannot set up the agent route: {}", s.toString());
       return 1;
     }
     net::ServerOptions server_options;

@@ -1,0 +1,284 @@
+// controller_bench: the real gpoold daemon under load over its Unix socket, at the size the
+// controller issue names (1,000 nodes of 8 GPUs, 100,000 jobs in the store):
+//
+//   1. submissions per second through POST /v1/jobs with 1 and with N concurrent clients, against
+//      the store's own rate for the same single-job durable transactions called in-process by
+//      the same number of threads (the baseline: what the disk allows);
+//   2. p50/p99 latency of GET /v1/jobs (a page of 50) and GET /v1/jobs/{id} under N concurrent
+//      clients, against GET /v1/health (transport only) in the same run;
+//   3. the daemon's resident memory (VmRSS, and the peak VmHWM) at that size.
+//
+// The nodes are drained (there are no agents in a benchmark), so every scheduling pass evaluates
+// every pending job without starting 8,000 tasks; submissions wake the scheduling loop as they
+// do in production, so it runs beside the API as it would.
+//
+// Usage: controller_bench [--nodes N] [--jobs N] [--clients N] [--seconds S] [--submits N]
+// Targets (issue 4): >= 2,000 submissions/s with SQLite, p99 < 20 ms for list/show under 64
+// clients, < 500 MB resident at 1,000 nodes and 100,000 jobs.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_util.h"
+#include "common/clock.h"
+#include "controller/controller_fixture.h"
+#include "controller/node_registry.h"
+#include "net/client.h"
+#include "store/sqlite_store.h"
+
+namespace {
+
+using gpool::bench::drive;
+using gpool::bench::Figures;
+using namespace gpool;
+
+const std::string kGpoold = std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold";
+
+struct Options {
+  int nodes = 1000;
+  int jobs = 100'000;
+  int clients = 64;
+  double seconds = 3.0;
+  int submits = 2'000;  // per concurrent submission run, spread over the clients
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "controller_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<store::SqliteStore> openStore(const std::string& path, const char* synchronous) {
+  store::SqliteOptions options;
+  options.synchronous = synchronous;
+  auto opened = store::SqliteStore::open(path, options);
+  if (!opened.ok()) die(opened.status().toString());
+  return std::move(opened).value();
+}
+
+store::NewJob benchJob(int i) {
+  store::NewJob job;
+  job.user = "user" + std::to_string(i % 50);
+  job.uid = 20'000 + static_cast<uint32_t>(i % 50);
+  job.spec_json = api::toJson(controller::testing::makeSpec(i % 4 == 0 ? 250 : 1000)).dump();
+  job.gpu_thousandths = i % 4 == 0 ? 250 : 1000;
+  return job;
+}
+
+// 1,000 drained nodes and `jobs` pending jobs, written the way gpoold would write them.
+void populate(const std::string& db, const Options& o) {
+  auto store = openStore(db, "NORMAL");
+  controller::NodeRegistry registry(*store, realClock());
+  if (gpool::Status s = registry.load(); !s.isOk()) die(s.toString());
+  for (int n = 0; n < o.nodes; ++n) {
+    char name[32];
+    std::snprintf(name, sizeof name, "node%04d", n);
+    auto added = registry.registerNode(controller::testing::makeNode(name, 8));
+    if (!added.ok()) die(added.status().toString());
+    if (gpool::Status s = registry.drain(name, "benchmark: no agents"); !s.isOk()) {
+      die(s.toString());
+    }
+  }
+  const int batch = 1000;
+  for (int done = 0; done < o.jobs; done += batch) {
+    std::vector<store::NewJob> jobs;
+    for (int i = done; i < std::min(o.jobs, done + batch); ++i)
+      jobs.push_back(benchJob(i));
+    auto ids = store->submitJobs(jobs, realClock().now());
+    if (!ids.ok()) die(ids.status().toString());
+    std::fprintf(stderr, "\rpopulating the store: %d/%d jobs", done + batch, o.jobs);
+  }
+  std::fprintf(stderr, "\n");
+}
+
+// The baseline for submissions: the store's own durable single-job transactions, `threads`
+// threads calling it in-process (no HTTP, no JobService checks), on the same disk.
+Figures storeBaseline(const std::string& db, int threads, int total) {
+  auto store = openStore(db, "FULL");
+  std::atomic<int> next{0};
+  return drive(
+      "store.submitJobs in-process (baseline)", threads, 0,
+      [&] {
+        return std::function<bool()>([&] {
+          std::vector<store::NewJob> one{benchJob(next.fetch_add(1))};
+          return store->submitJobs(one, realClock().now()).ok();
+        });
+      },
+      std::max(1, total / threads), /*warm_up=*/false);
+}
+
+struct Daemon {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+};
+
+Daemon startGpoold(const std::string& config) {
+  int fds[2];
+  if (pipe(fds) != 0) die("pipe failed");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execl(kGpoold.c_str(), kGpoold.c_str(), "--config", config.c_str(), nullptr);
+    _exit(127);
+  }
+  close(fds[1]);
+  Daemon d{pid, fdopen(fds[0], "r")};
+  char line[256];
+  while (fgets(line, sizeof line, d.out)) {
+    if (std::string(line).rfind("ready", 0) == 0) return d;
+  }
+  die("gpoold exited before it was ready (see its log above)");
+}
+
+long statusKib(pid_t pid, const char* key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  long v = -1;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) v = std::atol(line.c_str() + std::string(key).size() + 1);
+  }
+  return v;
+}
+
+std::function<std::function<bool()>()> getter(const std::string& sock,
+                                              std::function<std::string(std::mt19937&)> target) {
+  return [sock, target] {
+    auto client = std::make_shared<net::HttpClient>(net::ClientEndpoint::unixSocket(sock));
+    auto rng = std::make_shared<std::mt19937>(
+        static_cast<unsigned>(reinterpret_cast<uintptr_t>(client.get()) & 0xffffffffu));
+    return std::function<bool()>([client, rng, target] {
+      auto r = client->get(target(*rng));
+      return r.ok() && r->status == 200;
+    });
+  };
+}
+
+std::function<std::function<bool()>()> submitter(const std::string& sock) {
+  const std::string body = api::toJson(controller::testing::makeSpec(250, "bench")).dump();
+  return [sock, body] {
+    auto client = std::make_shared<net::HttpClient>(net::ClientEndpoint::unixSocket(sock));
+    return std::function<bool()>([client, body] {
+      auto r = client->post("/v1/jobs", body);
+      return r.ok() && r->status == 201;
+    });
+  };
+}
+
+void printRow(const Figures& f, const Figures* base) {
+  std::printf("%-40s %8lu %7lu %10.0f %9.3f %9.3f", f.name.c_str(),
+              static_cast<unsigned long>(f.requests), static_cast<unsigned long>(f.errors), f.rps(),
+              f.p50_ms, f.p99_ms);
+  if (base && base->rps() > 0) std::printf(" %10.2fx", f.rps() / base->rps());
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--nodes")
+      o.nodes = std::atoi(argv[i + 1]);
+    else if (a == "--jobs")
+      o.jobs = std::atoi(argv[i + 1]);
+    else if (a == "--clients")
+      o.clients = std::atoi(argv[i + 1]);
+    else if (a == "--seconds")
+      o.seconds = std::atof(argv[i + 1]);
+    else if (a == "--submits")
+      o.submits = std::atoi(argv[i + 1]);
+    else
+      die("unknown option '" + a + "' (see the comment at the top of bench/controller_bench.cc)");
+  }
+  if (o.nodes < 1 || o.jobs < 1 || o.clients < 1 || o.submits < o.clients) {
+    die("--nodes, --jobs and --clients must be positive and --submits at least --clients");
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  controller::testing::TempDir dir;
+  const std::string db = dir.path() + "/gpool.db";
+  const std::string sock = dir.path() + "/gpoold.sock";
+  populate(db, o);
+
+  const std::string config = dir.path() + "/gpoold.toml";
+  std::ofstream(config) << "[controller]\nstore = \"" << db << "\"\nsocket = \"" << sock
+                        << "\"\nnode_down_after = \"1d\"\nschedule_interval = \"10s\"\n"
+                        << "[log]\nlevel = \"warn\"\n";
+  Daemon daemon = startGpoold(config);
+  std::printf(
+      "controller_bench: gpoold with %d nodes x 8 GPUs (drained) and %d jobs in SQLite, "
+      "%d clients, %u CPUs\n",
+      o.nodes, o.jobs, o.clients, std::thread::hardware_concurrency());
+  const long rss_start = statusKib(daemon.pid, "VmRSS:");
+
+  std::vector<Figures> reads;
+  reads.push_back(drive("GET /v1/health (transport baseline)", o.clients, o.seconds,
+                        getter(sock, [](std::mt19937&) { return std::string("/v1/health"); })));
+  reads.push_back(drive("GET /v1/jobs?limit=50 (list)", o.clients, o.seconds,
+                        getter(sock, [&o](std::mt19937& rng) {
+                          int after = static_cast<int>(rng() % static_cast<unsigned>(o.jobs));
+                          return "/v1/jobs?limit=50&after=" + std::to_string(after);
+                        })));
+  reads.push_back(
+      drive("GET /v1/jobs/{id} (show)", o.clients, o.seconds, getter(sock, [&o](std::mt19937& rng) {
+              int id = 1 + static_cast<int>(rng() % static_cast<unsigned>(o.jobs));
+              return "/v1/jobs/" + std::to_string(id);
+            })));
+
+  std::vector<Figures> writes;
+  const int single = std::max(1, o.submits / 10);
+  writes.push_back(storeBaseline(dir.path() + "/baseline-1.db", 1, single));
+  writes.back().name = "store in-process, 1 thread (baseline)";
+  writes.push_back(drive("POST /v1/jobs, 1 client", 1, 0, submitter(sock), single));
+  writes.push_back(storeBaseline(dir.path() + "/baseline-n.db", o.clients, o.submits));
+  writes.back().name = "store in-process, " + std::to_string(o.clients) + " threads (baseline)";
+  writes.push_back(drive("POST /v1/jobs, " + std::to_string(o.clients) + " clients", o.clients, 0,
+                         submitter(sock), o.submits / o.clients));
+  const long rss_end = statusKib(daemon.pid, "VmRSS:");
+  const long hwm = statusKib(daemon.pid, "VmHWM:");
+
+  kill(daemon.pid, SIGTERM);
+  int status = 0;
+  waitpid(daemon.pid, &status, 0);
+  fclose(daemon.out);
+
+  std::printf("\n%-40s %8s %7s %10s %9s %9s %11s\n", "reads", "requests", "errors", "req/s",
+              "p50 ms", "p99 ms", "vs health");
+  for (const Figures& f : reads)
+    printRow(f, &reads[0]);
+  std::printf("\n%-40s %8s %7s %10s %9s %9s %11s\n", "submissions", "jobs", "errors", "jobs/s",
+              "p50 ms", "p99 ms", "vs store");
+  printRow(writes[0], nullptr);
+  printRow(writes[1], &writes[0]);
+  printRow(writes[2], nullptr);
+  printRow(writes[3], &writes[2]);
+  std::printf("\ngpoold resident memory: %.1f MB after start, %.1f MB at the end, peak %.1f MB\n",
+              rss_start / 1024.0, rss_end / 1024.0, hwm / 1024.0);
+
+  const double p99 = std::max(reads[1].p99_ms, reads[2].p99_ms);
+  std::printf("target >= 2,000 submissions/s: %s (%.0f/s with %d clients)\n",
+              writes[3].rps() >= 2000 ? "met" : "NOT met", writes[3].rps(), o.clients);
+  std::printf("target p99 < 20 ms for list/show under %d clients: %s (%.3f ms)\n", o.clients,
+              p99 < 20.0 ? "met" : "NOT met", p99);
+  std::printf("target < 500 MB resident: %s (peak %.1f MB)\n", hwm < 500 * 1024 ? "met" : "NOT met",
+              hwm / 1024.0);
+  const bool exited_cleanly = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!exited_cleanly) std::printf("gpoold did not stop cleanly (status %d)\n", status);
+  return exited_cleanly ? 0 : 1;
+}

@@ -1,0 +1,725 @@
+#include "cli/up_command.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/job_spec.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "gpu/backend_factory.h"
+#include "net/client.h"
+
+namespace gpool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr char kDefaultFixture[] = "8x-a100-sxm4-80gb-nvlink.json";
+
+struct UpArgs {
+  std::string dir;
+  int servers = 2;
+  std::string fixture = kDefaultFixture;
+  bool simulate = false;
+  bool demo = false;
+  bool cgroups = false;
+  bool status = false;
+  int timeout_s = 30;
+};
+
+struct DownArgs {
+  std::string dir;
+  bool purge = false;
+  int timeout_s = 30;
+};
+
+// Ends the command with `s`'s message and exit code (the CLI's exit path).
+[[noreturn]] void fail(const Status& s) {
+  std::fprintf(stderr, "gpool: %s\n", s.message().c_str());
+  throw CLI::RuntimeError(exitCodeFor(s.code()));
+}
+
+std::string envOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string selfDir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  return fs::path(std::string(buf, static_cast<size_t>(n))).parent_path().string();
+}
+
+bool isExecutableFile(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// A process is alive when /proc knows it and it is not a zombie. `exe`, when given, must be the
+// program it runs (guards against a recorded pid reused by another program).
+bool processAlive(pid_t pid, const std::string& exe = "") {
+  if (pid <= 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
+  char state = text[paren + 2];
+  if (state == 'Z' || state == 'X') return false;
+  if (exe.empty()) return true;
+  char buf[4096];
+  std::string link = "/proc/" + std::to_string(pid) + "/exe";
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf) - 1);
+  if (n <= 0) return true;  // not ours to read (another user's process): trust the pid
+  std::string actual(buf, static_cast<size_t>(n));
+  return actual == exe || actual == exe + " (deleted)";
+}
+
+std::string tailOf(const std::string& path, size_t max_lines = 15) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+    if (lines.size() > max_lines) lines.erase(lines.begin());
+  }
+  std::string out;
+  for (const std::string& l : lines)
+    out += "  | " + l + "\n";
+  return out;
+}
+
+// Starts `argv` in its own session with stdin from /dev/null and stdout/stderr appended to
+// `log_path`, under `umask_value`. Fails when the program cannot be executed (reported through a
+// close-on-exec pipe).
+Result<pid_t> spawnDetached(const std::vector<std::string>& argv, const std::string& log_path,
+                            mode_t umask_value) {
+  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log < 0) return Status::ioError("cannot open " + log_path + ": " + std::strerror(errno));
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    ::close(log);
+    return Status::ioError(std::string("pipe: ") + std::strerror(errno));
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log);
+    ::close(report[0]);
+    ::close(report[1]);
+    return Status::ioError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::setsid();
+    ::umask(umask_value);
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    ::execv(args[0], args.data());
+    int err = errno;
+    ssize_t ignored = ::write(report[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(log);
+  ::close(report[1]);
+  int err = 0;
+  ssize_t n = ::read(report[0], &err, sizeof err);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    ::waitpid(pid, nullptr, 0);
+    return Status::ioError("cannot run " + argv[0] + ": " + std::strerror(err));
+  }
+  return pid;
+}
+
+// Calls `check` every 100 ms until it says yes, `timeout_s` runs out, or one of `children`
+// (processes this command started) exits.
+Status waitUntil(const std::function<bool()>& check, int timeout_s, const std::string& what,
+                 const std::vector<std::pair<pid_t, std::string>>& children) {
+  const auto deadline = realClock().monotonic() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    if (check()) return Status::ok();
+    for (const auto& [pid, log] : children) {
+      int ws = 0;
+      if (::waitpid(pid, &ws, WNOHANG) == pid) {
+        return Status::unavailable(what + ": process " + std::to_string(pid) + " exited (" +
+                                   (WIFEXITED(ws) ? "status " + std::to_string(WEXITSTATUS(ws))
+                                                  : "signal " + std::to_string(WTERMSIG(ws))) +
+                                   "); the end of " + log + ":\n" + tailOf(log));
+      }
+    }
+    if (realClock().monotonic() >= deadline) {
+      std::string logs;
+      for (const auto& child : children)
+        logs += " " + child.second;
+      return Status::deadlineExceeded(what + ": not done after " + std::to_string(timeout_s) +
+                                      " s (--timeout); see" + logs);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+Result<json> getJson(net::HttpClient& client, const std::string& target) {
+  GPOOL_ASSIGN_OR_RETURN(net::Response r, client.get(target));
+  json body = json::parse(r.body, nullptr, false);
+  if (r.status != 200 || body.is_discarded()) {
+    return Status::unavailable("GET " + target + " answered " + std::to_string(r.status) + ": " +
+                               r.body);
+  }
+  return body;
+}
+
+// The nodes of `names` the controller lists as up (any state but DOWN).
+size_t nodesUp(net::HttpClient& client, const std::vector<std::string>& names) {
+  Result<json> nodes = getJson(client, "/v1/nodes");
+  if (!nodes.ok() || !nodes->contains("nodes")) return 0;
+  size_t up = 0;
+  for (const json& n : (*nodes)["nodes"]) {
+    std::string name = n.value("name", "");
+    if (n.value("state", "DOWN") == "DOWN") continue;
+    if (std::find(names.begin(), names.end(), name) != names.end()) ++up;
+  }
+  return up;
+}
+
+std::string hostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "localhost";
+  return buf;
+}
+
+struct PoolFile {
+  std::string socket;
+  bool simulated = true;
+  pid_t gpoold = -1;
+  std::string gpoold_exe;
+  std::vector<std::pair<std::string, pid_t>> agents;  // node, pid
+  std::string agent_exe;
+};
+
+json toJson(const PoolFile& p) {
+  json agents = json::array();
+  for (const auto& [node, pid] : p.agents)
+    agents.push_back({{"node", node}, {"pid", pid}});
+  return {{"socket", p.socket},         {"simulated", p.simulated}, {"gpoold_pid", p.gpoold},
+          {"gpoold_exe", p.gpoold_exe}, {"agents", agents},         {"agent_exe", p.agent_exe}};
+}
+
+Result<PoolFile> readPoolFile(const std::string& dir) {
+  const std::string path = dir + "/pool.json";
+  std::ifstream in(path);
+  if (!in) return Status::notFound("no pool is up in " + dir + " (no " + path + ")");
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::invalidArgument(path + ": not valid JSON; remove it if no pool runs");
+  }
+  PoolFile p;
+  try {
+    p.socket = j.at("socket").get<std::string>();
+    p.simulated = j.at("simulated").get<bool>();
+    p.gpoold = j.at("gpoold_pid").get<pid_t>();
+    p.gpoold_exe = j.value("gpoold_exe", "");
+    p.agent_exe = j.value("agent_exe", "");
+    for (const json& a : j.at("agents"))
+      p.agents.emplace_back(a.at("node").get<std::string>(), a.at("pid").get<pid_t>());
+  } catch (const json::exception& e) {
+    return Status::invalidArgument(path + ": " + e.what());
+  }
+  return p;
+}
+
+Status writePoolFile(const std::string& dir, const PoolFile& p) {
+  const std::string path = dir + "/pool.json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << toJson(p).dump(2) << "\n";
+    if (!out) return Status::ioError("cannot write " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::ioError("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+// Stops `pid` with SIGTERM, then SIGKILL after `timeout_s`. True when it is gone.
+bool stopProcess(pid_t pid, const std::string& exe, int timeout_s) {
+  if (!processAlive(pid, exe)) return true;
+  ::kill(pid, SIGTERM);
+  const auto deadline = realClock().monotonic() + std::chrono::seconds(timeout_s);
+  while (processAlive(pid, exe)) {
+    int ws = 0;
+    ::waitpid(pid, &ws, WNOHANG);  // our own child (a failed `up`): reap it
+    if (realClock().monotonic() >= deadline) {
+      ::kill(pid, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ::waitpid(pid, &ws, WNOHANG);
+      return !processAlive(pid, exe);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+void printStatus(const PoolFile& p, const std::string& dir) {
+  bool ctl_up = processAlive(p.gpoold, p.gpoold_exe);
+  std::printf("pool in %s (%s)\n", dir.c_str(), p.simulated ? "simulated GPUs" : "real GPUs");
+  std::printf("  gpoold       pid %-8d %s   socket %s\n", p.gpoold, ctl_up ? "running" : "STOPPED",
+              p.socket.c_str());
+  for (const auto& [node, pid] : p.agents) {
+    std::printf("  gpool-agent  pid %-8d %s   node %s\n", pid,
+                processAlive(pid, p.agent_exe) ? "running" : "STOPPED", node.c_str());
+  }
+  if (!ctl_up) return;
+  net::HttpClient client(net::ClientEndpoint::unixSocket(p.socket), std::chrono::seconds(5));
+  Result<json> nodes = getJson(client, "/v1/nodes");
+  if (!nodes.ok()) return;
+  for (const json& n : nodes->value("nodes", json::array())) {
+    size_t gpus = n.contains("gpus") ? n["gpus"].size() : 0;
+    std::string model = gpus ? n["gpus"][0].value("model", "?") : "-";
+    bool simulated = gpus && n["gpus"][0].value("simulated", false);
+    std::printf("  node %-16s %-10s %zu x %s%s\n", n.value("name", "?").c_str(),
+                n.value("state", "?").c_str(), gpus, model.c_str(),
+                simulated ? " (simulated)" : "");
+  }
+}
+
+// The demo's job mix, submitted as whoever runs `gpool up --demo`: whole GPUs, slices, a
+// multi-GPU job, an array, a job that fails, one that finishes at once, and one that asks for
+// more than any server has (refused at submission, with the reason).
+struct DemoJob {
+  std::string name;
+  uint32_t gpus_milli;
+  uint64_t gpu_memory_mib;
+  std::string script;
+  int64_t time_limit_s;
+  std::string array;
+};
+
+std::vector<DemoJob> demoJobs() {
+  return {
+      {"train-resnet50", 2000, 0, "echo epoch 1; sleep 1800", 4 * 3600, ""},
+      {"finetune-llama", 4000, 0, "echo loading weights; sleep 3600", 8 * 3600, ""},
+      {"notebook", 250, 20 * 1024, "echo jupyter on :8888; sleep 7200", 2 * 3600, ""},
+      {"hparam-sweep", 500, 0, "echo trial $GPOOL_ARRAY_TASK_ID; sleep 900", 3600, "0-7%4"},
+      {"inference", 100, 8 * 1024, "echo serving; sleep 3600", 3600, ""},
+      {"unit-test", 1000, 0, "echo all tests passed", 600, ""},
+      {"broken-run", 1000, 0, "echo CUDA error: device-side assert >&2; exit 3", 600, ""},
+      {"too-big", 16000, 0, "sleep 60", 3600, ""},
+  };
+}
+
+// Submits one demo job over `socket` and prints what became of it.
+void submitOne(const std::string& socket, const DemoJob& d, const std::string& home,
+               const std::string& as_user) {
+  api::JobSpec spec;
+  spec.name = d.name;
+  spec.command = {"/bin/sh", "-c", d.script};
+  spec.working_dir = home;
+  spec.resources.gpus_milli = d.gpus_milli;
+  spec.resources.gpu_memory_mib = d.gpu_memory_mib;
+  spec.time_limit_seconds = d.time_limit_s;
+  if (!d.array.empty()) {
+    Result<api::ArraySpec> array = api::parseArraySpec(d.array);
+    if (array.ok()) spec.array = *array;
+  }
+  net::HttpClient client(net::ClientEndpoint::unixSocket(socket), std::chrono::seconds(10));
+  Result<net::Response> r = client.post("/v1/jobs", api::toJson(spec).dump());
+  if (!r.ok()) {
+    std::printf("  %-16s %-18s not submitted: %s\n", d.name.c_str(), as_user.c_str(),
+                r.status().message().c_str());
+    return;
+  }
+  json body = json::parse(r->body, nullptr, false);
+  if (r->status == 201 && body.contains("ids")) {
+    std::string ids;
+    for (const json& id : body["ids"])
+      ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+    std::printf("  %-16s %-18s submitted as job %s\n", d.name.c_str(), as_user.c_str(),
+                ids.c_str());
+  } else {
+    std::string message = body.is_object() && body.contains("error")
+                              ? body["error"].value("message", r->body)
+                              : r->body;
+    std::printf("  %-16s %-18s refused (HTTP %d): %s\n", d.name.c_str(), as_user.c_str(), r->status,
+                message.c_str());
+  }
+}
+
+// Root's pool runs tasks as real users, never as root: the demo creates three accounts
+// (useradd) and submits each job as one of them, from a child that has become that user, so the
+// controller sees them through the socket's peer credentials like any local user.
+std::vector<std::string> demoUsers() {
+  std::vector<std::string> users;
+  for (const char* name : {"gpool-demo-alice", "gpool-demo-bob", "gpool-demo-carol"}) {
+    if (::getpwnam(name) == nullptr) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        int null_fd = ::open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) ::dup2(null_fd, STDOUT_FILENO);
+        ::execl("/usr/sbin/useradd", "useradd", "--create-home", "--shell", "/bin/bash", name,
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      int ws = 0;
+      if (pid > 0) ::waitpid(pid, &ws, 0);
+    }
+    if (::getpwnam(name) != nullptr) users.emplace_back(name);
+  }
+  return users;
+}
+
+void submitDemo(const std::string& socket) {
+  std::vector<std::string> users;
+  if (::geteuid() == 0) {
+    users = demoUsers();
+    if (users.empty()) {
+      std::printf("  (could not create demo users with useradd; root's jobs will be refused)\n");
+    }
+  }
+  std::fflush(stdout);
+  size_t turn = 0;
+  for (const DemoJob& d : demoJobs()) {
+    if (users.empty()) {
+      submitOne(socket, d, envOr("HOME", "/tmp"), envOr("USER", "me"));
+      continue;
+    }
+    const std::string& user = users[turn++ % users.size()];
+    struct passwd* pw = ::getpwnam(user.c_str());
+    if (pw == nullptr) continue;
+    const uid_t uid = pw->pw_uid;
+    const gid_t gid = pw->pw_gid;
+    const std::string home = pw->pw_dir;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      // `gpool up` has no other threads (HttpClient is synchronous), so the child may use it.
+      if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(1);
+      submitOne(socket, d, home, user);
+      std::fflush(stdout);
+      ::_exit(0);
+    }
+    int ws = 0;
+    if (pid > 0) ::waitpid(pid, &ws, 0);
+  }
+}
+
+void runUp(const UpArgs& a) {
+  const std::string dir = a.dir.empty() ? defaultUpDir() : a.dir;
+  if (a.status) {
+    Result<PoolFile> pool = readPoolFile(dir);
+    if (!pool.ok()) fail(pool.status());
+    printStatus(*pool, dir);
+    return;
+  }
+  if (Result<PoolFile> pool = readPoolFile(dir);
+      pool.ok() && processAlive(pool->gpoold, pool->gpoold_exe)) {
+    std::printf("a pool is already up:\n");
+    printStatus(*pool, dir);
+    std::printf("stop it with: gpool down%s\n", a.dir.empty() ? "" : (" --dir " + dir).c_str());
+    return;
+  }
+  if (a.servers < 1 || a.servers > 64) {
+    fail(
+        Status::invalidArgument("--servers: must be in [1, 64], got " + std::to_string(a.servers)));
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(Status::ioError("cannot create " + dir + ": " + ec.message()));
+  // Traversable but not listable: other local users (root's demo users) reach the socket, which
+  // the server makes 0666, while the store and its log stay private (gpoold runs with umask 077).
+  ::chmod(dir.c_str(), 0711);
+
+  Result<std::string> gpoold = findGpoolFile("gpoold");
+  Result<std::string> agent = findGpoolFile("gpool-agent");
+  Result<std::string> supervisor = findGpoolFile("gpool-supervisor");
+  for (const auto* r : {&gpoold, &agent, &supervisor}) {
+    if (!r->ok()) fail(r->status());
+  }
+  Result<std::string> interposer = findGpoolFile("libgpool-vgpu.so");
+
+  // Real GPUs when NVML finds some (one agent: this server); otherwise simulated servers.
+  bool simulated = true;
+  if (!a.simulate) {
+    gpu::GpuBackendOptions probe;
+    probe.node_name = hostName();
+    Result<gpu::GpuBackendPtr> backend = gpu::makeGpuBackend(probe, realClock());
+    if (backend.ok()) {
+      Result<gpu::Inventory> inventory = (*backend)->inventory();
+      simulated = !(inventory.ok() && !inventory->gpus.empty());
+    }
+  }
+  std::string fixture;
+  if (simulated) {
+    Result<std::string> found = findFixture(a.fixture);
+    if (!found.ok()) fail(found.status());
+    fixture = *found;
+  }
+
+  PoolFile pool;
+  pool.socket = dir + "/gpoold.sock";
+  pool.simulated = simulated;
+  pool.gpoold_exe = fs::canonical(*gpoold, ec).string();
+  pool.agent_exe = fs::canonical(*agent, ec).string();
+  if (pool.socket.size() >= 100) {
+    fail(Status::invalidArgument("the socket path " + pool.socket +
+                                 " is too long for a Unix socket; use a shorter --dir"));
+  }
+  const std::string config = dir + "/gpoold.toml";
+  {
+    std::ofstream out(config, std::ios::trunc);
+    out << "# written by `gpool up`; the controller of this machine's pool\n"
+        << "[controller]\n"
+        << "store = \"" << dir << "/gpool.db\"\n"
+        << "socket = \"" << pool.socket << "\"\n"
+        << "schedule_interval = \"2s\"\n"
+        << "node_down_after = \"60s\"\n";
+    if (!out) fail(Status::ioError("cannot write " + config));
+  }
+  const std::string ctl_log = dir + "/gpoold.log";
+  Result<pid_t> ctl = spawnDetached({*gpoold, "--config", config}, ctl_log, 077);
+  if (!ctl.ok()) fail(ctl.status());
+  pool.gpoold = *ctl;
+  std::vector<std::pair<pid_t, std::string>> children{{*ctl, ctl_log}};
+
+  net::HttpClient client(net::ClientEndpoint::unixSocket(pool.socket), std::chrono::seconds(5));
+  Status ready = waitUntil(
+      [&] {
+        Result<net::Response> r = client.get("/v1/health");
+        return r.ok() && r->status == 200;
+      },
+      a.timeout_s, "waiting for gpoold to serve " + pool.socket, children);
+  auto abandon = [&](const Status& why) {
+    for (const auto& [node, pid] : pool.agents)
+      stopProcess(pid, pool.agent_exe, 5);
+    stopProcess(pool.gpoold, pool.gpoold_exe, 5);
+    std::error_code ignored;
+    fs::remove(dir + "/pool.json", ignored);
+    fail(why);
+  };
+  if (!ready.isOk()) abandon(ready);
+
+  std::vector<std::string> names;
+  const int servers = simulated ? a.servers : 1;
+  for (int i = 1; i <= servers; ++i) {
+    std::string node = simulated ? "sim-node-" + std::to_string(i) : hostName();
+    names.push_back(node);
+    const std::string state = dir + "/agents/" + node;
+    fs::create_directories(state, ec);
+    std::vector<std::string> argv{*agent,          "--node",     node,
+                                  "--unix-socket", pool.socket,  "--state-dir",
+                                  state,           "--vgpu-dir", dir + "/vgpu/" + node,
+                                  "--supervisor",  *supervisor};
+    if (simulated) {
+      argv.push_back("--fake-fixture");
+      argv.push_back(fixture);
+    }
+    if (interposer.ok()) {
+      argv.push_back("--interposer");
+      argv.push_back(*interposer);
+    }
+    if (a.cgroups) {
+      argv.push_back("--cgroup-parent");
+      argv.push_back("gpool-up");
+    } else {
+      argv.push_back("--no-cgroups");
+    }
+    const std::string log = dir + "/agent-" + node + ".log";
+    Result<pid_t> pid = spawnDetached(argv, log, 022);
+    if (!pid.ok()) abandon(pid.status());
+    pool.agents.emplace_back(node, *pid);
+    children.emplace_back(*pid, log);
+  }
+  if (Status s = writePoolFile(dir, pool); !s.isOk()) abandon(s);
+  Status joined =
+      waitUntil([&] { return nodesUp(client, names) == names.size(); }, a.timeout_s,
+                "waiting for " + std::to_string(names.size()) + " server(s) to join the controller",
+                children);
+  if (!joined.isOk()) abandon(joined);
+
+  std::printf("gpool: a pool of %d server(s) is up (%s)\n", servers,
+              simulated ? "simulated GPUs: no NVIDIA GPU was found on this machine"
+                        : "the real GPUs of this machine");
+  printStatus(pool, dir);
+  std::printf(
+      "\nuse it with:\n  export GPOOL_SOCKET=%s\n  gpool nodes\n  gpool queue\n"
+      "stop it with: gpool down%s\n",
+      pool.socket.c_str(), a.dir.empty() ? "" : (" --dir " + dir).c_str());
+  if (a.demo) {
+    std::printf("\ndemo jobs:\n");
+    submitDemo(pool.socket);
+  }
+}
+
+void runDown(const DownArgs& a) {
+  const std::string dir = a.dir.empty() ? defaultUpDir() : a.dir;
+  Result<PoolFile> pool = readPoolFile(dir);
+  if (!pool.ok()) fail(pool.status());
+  // Cancel what still runs while the agents are there to stop it: a task's supervisor outlives
+  // its agent by design, so stopping the agents first would leave the tasks behind.
+  if (processAlive(pool->gpoold, pool->gpoold_exe)) {
+    net::HttpClient client(net::ClientEndpoint::unixSocket(pool->socket), std::chrono::seconds(5));
+    std::vector<int64_t> live;
+    Result<json> jobs = getJson(client, "/v1/jobs?state=PENDING&state=RUNNING&limit=1000");
+    if (jobs.ok()) {
+      for (const json& j : jobs->value("jobs", json::array())) {
+        int64_t id = j.value("id", int64_t{0});
+        if (id > 0 && client.post("/v1/jobs/" + std::to_string(id) + "/cancel", "").ok()) {
+          live.push_back(id);
+        }
+      }
+    }
+    if (!live.empty()) {
+      Status drained = waitUntil(
+          [&] {
+            Result<json> running = getJson(client, "/v1/jobs?state=RUNNING&limit=1");
+            return running.ok() && running->value("jobs", json::array()).empty();
+          },
+          a.timeout_s, "waiting for the cancelled jobs' tasks to stop", {});
+      if (!drained.isOk()) std::fprintf(stderr, "gpool: %s\n", drained.message().c_str());
+    }
+    std::printf("cancelled %zu job(s)\n", live.size());
+  }
+  bool all_stopped = true;
+  for (const auto& [node, pid] : pool->agents) {
+    bool stopped = stopProcess(pid, pool->agent_exe, a.timeout_s);
+    all_stopped = all_stopped && stopped;
+    std::printf("gpool-agent %s (pid %d): %s\n", node.c_str(), pid,
+                stopped ? "stopped" : "DID NOT STOP");
+  }
+  bool ctl_stopped = stopProcess(pool->gpoold, pool->gpoold_exe, a.timeout_s);
+  std::printf("gpoold (pid %d): %s\n", pool->gpoold, ctl_stopped ? "stopped" : "DID NOT STOP");
+  if (!all_stopped || !ctl_stopped) {
+    fail(Status::unavailable("some processes of the pool in " + dir + " did not stop"));
+  }
+  std::error_code ec;
+  if (a.purge) {
+    fs::remove_all(dir, ec);
+    std::printf("removed %s\n", dir.c_str());
+  } else {
+    fs::remove(dir + "/pool.json", ec);
+    std::printf("the store and logs stay in %s (gpool down --purge removes them)\n", dir.c_str());
+  }
+}
+
+}  // namespace
+
+std::string defaultUpDir() {
+  if (const char* d = std::getenv("GPOOL_UP_DIR"); d && *d) return d;
+  // Root's pool serves every local user, whose connections must reach the socket: not under
+  // /root (mode 0700).
+  if (::geteuid() == 0) return "/var/lib/gpool/up";
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/gpool/up";
+  return envOr("HOME", "/tmp") + "/.local/share/gpool/up";
+}
+
+Result<std::string> findGpoolFile(const std::string& name) {
+  const fs::path self = selfDir();
+  // Installed: everything in one bin (libexec) folder; build tree: src/cli/gpool beside
+  // src/controller/gpoold, src/agent/gpool-agent, src/vgpu/libgpool-vgpu.so.
+  std::vector<fs::path> candidates{self / name,
+                                   self / "../controller" / name,
+                                   self / "../agent" / name,
+                                   self / "../vgpu" / name,
+                                   self / "../lib/gpool" / name,
+                                   self / "../lib" / name,
+                                   self / "../libexec/gpool" / name};
+  bool is_library = name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0;
+  if (!is_library) {
+    std::stringstream path(envOr("PATH", ""));
+    std::string item;
+    while (std::getline(path, item, ':')) {
+      if (!item.empty()) candidates.push_back(fs::path(item) / name);
+    }
+  }
+  std::string looked;
+  for (const fs::path& p : candidates) {
+    std::error_code ec;
+    if (is_library ? fs::is_regular_file(p, ec) : isExecutableFile(p)) {
+      return fs::weakly_canonical(p, ec).string();
+    }
+    if (looked.size() < 400) looked += (looked.empty() ? "" : ", ") + p.lexically_normal().string();
+  }
+  return Status::notFound("cannot find " + name + " (looked in " + looked +
+                          "); build it, or install the gpool package");
+}
+
+Result<std::string> findFixture(const std::string& file_name) {
+  if (file_name.find('/') != std::string::npos) {
+    std::error_code ec;
+    if (fs::is_regular_file(file_name, ec)) return file_name;
+    return Status::notFound("--fixture: no file " + file_name);
+  }
+  std::vector<fs::path> dirs;
+  if (const char* d = std::getenv("GPOOL_FIXTURE_DIR"); d && *d) dirs.emplace_back(d);
+  dirs.push_back(fs::path(selfDir()) / "../share/gpool/fixtures");
+  dirs.emplace_back("/usr/share/gpool/fixtures");
+  dirs.push_back(fs::path(GPOOL_SOURCE_DIR) / "src/gpu/fixtures");
+  for (const fs::path& d : dirs) {
+    std::error_code ec;
+    if (fs::is_regular_file(d / file_name, ec)) return (d / file_name).lexically_normal().string();
+  }
+  return Status::notFound("--fixture: cannot find " + file_name + " in $GPOOL_FIXTURE_DIR, " +
+                          "share/gpool/fixtures or " + GPOOL_SOURCE_DIR + "/src/gpu/fixtures");
+}
+
+void registerUpCommands(CLI::App& app) {
+  auto up_args = std::make_shared<UpArgs>();
+  CLI::App* up = app.add_subcommand(
+      "up", "Start a whole pool on this machine: gpoold and one agent per (simulated) server");
+  up->add_option("--dir", up_args->dir, "data directory (default: " + defaultUpDir() + ")");
+  up->add_option("--servers", up_args->servers,
+                 "simulated servers to start when no real GPU is found")
+      ->capture_default_str();
+  up->add_option("--fixture", up_args->fixture, "GPU fixture of each simulated server")
+      ->capture_default_str();
+  up->add_flag("--simulate", up_args->simulate, "simulated GPUs even when NVML finds real ones");
+  up->add_flag("--demo", up_args->demo, "also submit a mix of demo jobs");
+  up->add_flag("--cgroups", up_args->cgroups,
+               "run tasks in cgroups (needs root and a writable /sys/fs/cgroup)");
+  up->add_flag("--status", up_args->status, "show the pool that is up and exit");
+  up->add_option("--timeout", up_args->timeout_s, "seconds to wait for each step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 600));
+  up->callback([up_args] { runUp(*up_args); });
+
+  auto down_args = std::make_shared<DownArgs>();
+  CLI::App* down =
+      app.add_subcommand("down", "Stop the pool `gpool up` started: jobs, agents, controller");
+  down->add_option("--dir", down_args->dir, "data directory (default: " + defaultUpDir() + ")");
+  down->add_flag("--purge", down_args->purge, "also delete the store and the logs");
+  down->add_option("--timeout", down_args->timeout_s, "seconds to wait for each process")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 600));
+  down->callback([down_args] { runDown(*down_args); });
+}
+
+}  // namespace gpool::cli

@@ -1,0 +1,708 @@
+#include "controller/agent_link.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "api/job.h"
+#include "api/json_reader.h"
+#include "api/node.h"
+#include "store/api_codec.h"
+
+namespace gpool::controller {
+
+using api::ObjectReader;
+using api::Presence;
+using nlohmann::json;
+
+struct AgentLink::Session {
+  net::WebSocketConnectionPtr conn;
+  std::string node;  // empty until hello
+  int64_t node_epoch = 0;
+  int64_t seq_out = 0;      // guarded by AgentLink::mu_
+  int64_t last_seq_in = 0;  // guarded by AgentLink::mu_
+};
+
+// One task as an agent reports it, in `hello.tasks` and in `task_update`.
+struct AgentLink::TaskReport {
+  std::optional<int64_t> job_id;  // no assignment: a task the agent cannot match
+  uint32_t task = 0;
+  int32_t attempt = 0;
+  int64_t lease_epoch = 0;
+  std::string state;  // starting, running, exited
+  std::string final_state;
+  int64_t pid = 0;
+  int64_t exit_code = -1;
+  int64_t signal = 0;
+  bool oom_killed = false;
+  bool timed_out = false;
+  bool cancelled = false;
+};
+
+namespace {
+
+constexpr int64_t kMaxI64 = std::numeric_limits<int64_t>::max();
+
+// ---- decoding (strict: unknown fields are errors naming their path)
+
+struct Envelope {
+  int64_t v = 0;
+  std::string type;
+  int64_t seq = 0;
+  int64_t ack = 0;
+  json body;
+};
+
+struct RawObject {
+  json value;
+};
+Status fromJson(const json& j, RawObject* out, std::string_view path) {
+  if (!j.is_object()) {
+    return Status::invalidArgument(std::string(path) + ": expected an object, got " +
+                                   std::string(api::jsonTypeName(j)));
+  }
+  out->value = j;
+  return Status::ok();
+}
+
+struct AssignmentJson {
+  int64_t job_id = 0;
+  uint32_t task = 0;
+  int32_t attempt = 0;
+  int64_t lease_epoch = 0;
+};
+Status fromJson(const json& j, AssignmentJson* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.integer("job_id", &out->job_id, Presence::kRequired, int64_t{0}, kMaxI64);
+  r.integer("task", &out->task, Presence::kRequired, uint32_t{0}, uint32_t{1'000'000});
+  r.integer("attempt", &out->attempt, Presence::kOptional, int32_t{0},
+            std::numeric_limits<int32_t>::max());
+  r.integer("lease_epoch", &out->lease_epoch, Presence::kRequired, int64_t{1}, kMaxI64);
+  return r.finish();
+}
+
+struct ReportJson {
+  std::optional<AssignmentJson> assignment;
+  std::string name;
+  std::string state;
+  std::string final_state;
+  int64_t pid = 0;
+  int64_t started_at_us = 0;
+  int64_t ended_at_us = 0;
+  int64_t exit_code = -1;
+  int64_t signal = 0;
+  bool oom_killed = false;
+  bool timed_out = false;
+  bool cancelled = false;
+  std::string reason;
+  std::string stop_reason;
+  std::vector<std::string> log_paths;
+};
+Status fromJson(const json& j, ReportJson* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.optionalObject("assignment", &out->assignment);
+  r.string("name", &out->name);
+  r.string("state", &out->state, Presence::kRequired);
+  r.check(out->state == "starting" || out->state == "running" || out->state == "exited", "state",
+          "expected starting, running or exited");
+  r.string("final_state", &out->final_state);
+  r.integer("pid", &out->pid, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.integer("started_at_us", &out->started_at_us, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.integer("ended_at_us", &out->ended_at_us, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.integer("exit_code", &out->exit_code, Presence::kOptional, int64_t{-1}, int64_t{255});
+  r.integer("signal", &out->signal, Presence::kOptional, int64_t{0}, int64_t{128});
+  r.boolean("oom_killed", &out->oom_killed);
+  r.boolean("timed_out", &out->timed_out);
+  r.boolean("cancelled", &out->cancelled);
+  r.string("reason", &out->reason);
+  r.string("stop_reason", &out->stop_reason);
+  r.stringList("log_paths", &out->log_paths);
+  return r.finish();
+}
+
+struct MigJson {};
+Status fromJson(const json& j, MigJson*, std::string_view path) {
+  std::string s;
+  uint64_t n = 0;
+  ObjectReader r(j, path);
+  r.string("uuid", &s);
+  r.string("profile", &s);
+  r.integer("gpu_instance_id", &n, Presence::kOptional, uint64_t{0}, uint64_t{1} << 32);
+  r.integer("compute_instance_id", &n, Presence::kOptional, uint64_t{0}, uint64_t{1} << 32);
+  r.integer("memory_mib", &n, Presence::kOptional, uint64_t{0}, uint64_t{1} << 40);
+  return r.finish();
+}
+
+struct GpuJson {
+  api::Gpu gpu;
+};
+Status fromJson(const json& j, GpuJson* out, std::string_view path) {
+  api::Gpu& g = out->gpu;
+  ObjectReader r(j, path);
+  r.string("uuid", &g.uuid, Presence::kRequired);
+  r.check(!g.uuid.empty() || !r.ok(), "uuid", "must not be empty");
+  r.integer("index", &g.index, Presence::kRequired, uint32_t{0}, uint32_t{1023});
+  r.string("pci_bus_id", &g.pci_bus_id);
+  r.string("model", &g.model, Presence::kRequired);
+  r.integer("memory_total_mib", &g.memory_mib, Presence::kRequired, uint64_t{0}, uint64_t{1} << 40);
+  std::string cc;
+  r.string("compute_capability", &cc);
+  if (r.ok() && !cc.empty() && cc != "0.0") {
+    Result<api::ComputeCapability> parsed = api::parseComputeCapability(cc);
+    if (parsed.ok()) {
+      g.compute_capability = *parsed;
+    } else {
+      r.fail("compute_capability", parsed.status().message());
+    }
+  }
+  bool mig = false;
+  r.boolean("mig_enabled", &mig);
+  g.mig_mode = mig ? api::MigMode::kEnabled : api::MigMode::kDisabled;
+  std::vector<MigJson> instances;
+  r.objectList("mig_instances", &instances);
+  r.boolean("simulated", &g.simulated);
+  return r.finish();
+}
+
+struct LinkJson {
+  uint32_t gpu_a = 0;
+  uint32_t gpu_b = 0;
+  std::string level;
+  uint32_t nvlink_count = 0;
+};
+Status fromJson(const json& j, LinkJson* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.integer("gpu_a", &out->gpu_a, Presence::kRequired, uint32_t{0}, uint32_t{1023});
+  r.integer("gpu_b", &out->gpu_b, Presence::kRequired, uint32_t{0}, uint32_t{1023});
+  r.string("level", &out->level, Presence::kRequired);
+  r.integer("nvlink_count", &out->nvlink_count, Presence::kOptional, uint32_t{0}, uint32_t{64});
+  return r.finish();
+}
+
+// hello.gpus: the agent's inventory (gpu::toJson(Inventory)).
+struct InventoryJson {
+  std::vector<api::Gpu> gpus;
+};
+Status fromJson(const json& j, InventoryJson* out, std::string_view path) {
+  ObjectReader r(j, path);
+  std::string text;
+  bool flag = false;
+  r.string("backend", &text);
+  r.boolean("simulated", &flag);
+  std::string driver;
+  std::string cuda;
+  r.string("driver_version", &driver);
+  r.string("cuda_driver_version", &cuda);
+  std::vector<GpuJson> gpus;
+  r.objectList("gpus", &gpus, Presence::kRequired, 1024);
+  std::vector<LinkJson> links;
+  r.objectList("links", &links);
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  std::map<uint32_t, size_t> by_index;
+  for (GpuJson& g : gpus) {
+    g.gpu.driver_version = driver;
+    g.gpu.cuda_version = cuda;
+    if (!by_index.emplace(g.gpu.index, out->gpus.size()).second) {
+      return Status::invalidArgument(std::string(path) + ".gpus: index " +
+                                     std::to_string(g.gpu.index) + " appears twice");
+    }
+    out->gpus.push_back(std::move(g.gpu));
+  }
+  for (size_t i = 0; i < links.size(); ++i) {
+    const LinkJson& l = links[i];
+    std::string where = std::string(path) + ".links[" + std::to_string(i) + "]";
+    auto a = by_index.find(l.gpu_a);
+    auto b = by_index.find(l.gpu_b);
+    if (a == by_index.end() || b == by_index.end()) {
+      return Status::invalidArgument(where + ": names a GPU index not in gpus");
+    }
+    if (l.gpu_a == l.gpu_b || l.level == "X") continue;
+    api::GpuLink link;
+    if (l.level.rfind("NV", 0) == 0) {
+      link.nvlinks = l.nvlink_count;
+    } else {
+      Result<api::PcieLevel> level = api::parsePcieLevel(l.level);
+      if (!level.ok())
+        return Status::invalidArgument(where + ".level: " + level.status().message());
+      link.pcie = *level;
+    }
+    api::GpuLink back = link;
+    link.peer_uuid = out->gpus[b->second].uuid;
+    back.peer_uuid = out->gpus[a->second].uuid;
+    out->gpus[a->second].links.push_back(std::move(link));
+    out->gpus[b->second].links.push_back(std::move(back));
+  }
+  return Status::ok();
+}
+
+struct NodeJson {
+  api::Node node;
+};
+Status fromJson(const json& j, NodeJson* out, std::string_view path) {
+  api::Node& n = out->node;
+  ObjectReader r(j, path);
+  std::string text;
+  r.string("name", &n.name, Presence::kRequired);
+  r.string("hostname", &text);
+  r.stringMap("labels", &n.labels);
+  r.integer("cpu_millis", &n.cpus_milli, Presence::kRequired, uint64_t{0}, uint64_t{1} << 32);
+  r.integer("ram_mib", &n.ram_mib, Presence::kRequired, uint64_t{0}, uint64_t{1} << 40);
+  r.string("agent_version", &text);
+  r.string("os", &text);
+  r.string("cgroup", &text);
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  Status name = api::validateNodeName(n.name);
+  if (!name.isOk()) return Status::invalidArgument(std::string(path) + ".name: " + name.message());
+  return Status::ok();
+}
+
+// ---- encoding
+
+json assignmentJson(int64_t job_id, uint32_t task, int32_t attempt, int64_t lease_epoch) {
+  return json{
+      {"job_id", job_id}, {"task", task}, {"attempt", attempt}, {"lease_epoch", lease_epoch}};
+}
+
+}  // namespace
+
+json taskEntryJson(const TaskAssignment& a) {
+  const api::JobSpec& spec = a.spec;
+  json launch{{"argv", spec.command}, {"user", a.user}, {"uid", a.uid}};
+  if (!spec.env.empty()) launch["env"] = spec.env;
+  if (!spec.working_dir.empty()) launch["working_dir"] = spec.working_dir;
+  if (a.allocation.cpus_milli != 0) launch["cpus_milli"] = a.allocation.cpus_milli;
+  if (a.allocation.ram_mib != 0) launch["memory_mib"] = a.allocation.ram_mib;
+  std::vector<std::string> gpus = a.allocation.gpuUuids();
+  if (!gpus.empty()) launch["gpus"] = gpus;
+  // A shared slice of one GPU is enforced by the interposer; whole GPUs need nothing.
+  if (a.allocation.slices.size() == 1 && !a.allocation.slices[0].exclusive) {
+    const api::Slice& s = a.allocation.slices[0];
+    launch["slice"] = json{{"memory_mib", s.memory_mib}, {"compute_milli", s.compute_milli}};
+  }
+  if (spec.time_limit_seconds > 0) launch["time_limit_seconds"] = spec.time_limit_seconds;
+  return json{{"assignment", assignmentJson(a.job_id, a.task, a.attempt, a.lease_epoch)},
+              {"requeueable", spec.preemptible},
+              {"launch", std::move(launch)}};
+}
+
+AgentLink::AgentLink(store::Store& store, NodeRegistry& registry, Clock& clock,
+                     AgentLinkOptions options)
+    : store_(store), registry_(registry), clock_(clock), options_(options) {}
+
+AgentLink::~AgentLink() = default;
+
+void AgentLink::attach(SchedulingLoop& loop) {
+  loop_ = &loop;
+}
+
+Status AgentLink::acceptPeer(const net::Request& request) const {
+  const net::PeerIdentity& peer = request.peer;
+  if (peer.kind != net::PeerIdentity::Kind::kUnixPeer) {
+    return Status::permissionDenied(
+        "/v1/agent: agents connect over the controller's Unix socket (join tokens for TLS "
+        "agents are not implemented)");
+  }
+  if (peer.uid != 0 && peer.uid != options_.own_uid) {
+    return Status::permissionDenied("/v1/agent: uid " + std::to_string(peer.uid) +
+                                    " may not act as an agent (only root or uid " +
+                                    std::to_string(options_.own_uid) + ")");
+  }
+  return Status::ok();
+}
+
+Status AgentLink::addRoute(net::Router& router) {
+  net::WebSocketHandler handler;
+  handler.accept = [this](const net::Request& request) { return acceptPeer(request); };
+  handler.on_open = [this](const net::WebSocketConnectionPtr& conn) { onOpen(conn); };
+  handler.on_message = [this](const net::WebSocketConnectionPtr& conn, std::string text) {
+    onMessage(conn, text);
+  };
+  handler.on_close = [this](const net::WebSocketConnectionPtr& conn, uint16_t, const std::string&) {
+    onClose(conn);
+  };
+  return router.addWebSocket("/v1/agent", std::move(handler));
+}
+
+void AgentLink::onOpen(const net::WebSocketConnectionPtr& conn) {
+  auto session = std::make_shared<Session>();
+  session->conn = conn;
+  std::lock_guard lock(mu_);
+  sessions_[conn->id()] = std::move(session);
+}
+
+void AgentLink::onClose(const net::WebSocketConnectionPtr& conn) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(conn->id());
+  if (it == sessions_.end()) return;
+  SessionPtr session = it->second;
+  sessions_.erase(it);
+  if (!session->node.empty()) {
+    auto n = by_node_.find(session->node);
+    if (n != by_node_.end() && n->second == session) {
+      by_node_.erase(n);
+      spdlog::info("agent of node {} disconnected", session->node);
+    }
+  }
+}
+
+AgentLink::SessionPtr AgentLink::sessionFor(uint64_t id) const {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+AgentLink::SessionPtr AgentLink::current(const std::string& node) const {
+  std::lock_guard lock(mu_);
+  auto it = by_node_.find(node);
+  return it == by_node_.end() ? nullptr : it->second;
+}
+
+bool AgentLink::connected(const std::string& node) const {
+  return current(node) != nullptr;
+}
+
+void AgentLink::send(const SessionPtr& session, std::string_view type, json body) {
+  // The number and the queueing under one lock, so that messages leave in sequence order.
+  std::lock_guard lock(mu_);
+  json msg{{"v", kAgentProtocolVersion},
+           {"type", type},
+           {"seq", ++session->seq_out},
+           {"ack", session->last_seq_in},
+           {"body", std::move(body)}};
+  (void)session->conn->send(api::dumpJson(msg));
+}
+
+void AgentLink::sendError(const SessionPtr& session, std::string_view code,
+                          std::string_view message, int64_t in_reply_to) {
+  send(session, "error", json{{"code", code}, {"message", message}, {"in_reply_to", in_reply_to}});
+}
+
+void AgentLink::onMessage(const net::WebSocketConnectionPtr& conn, const std::string& text) {
+  SessionPtr session = sessionFor(conn->id());
+  if (!session) return;
+  Result<json> parsed = api::parseJsonText(text, "message");
+  if (!parsed.ok()) {
+    sendError(session, "invalid_argument", parsed.status().message(), 0);
+    return;
+  }
+  const json& msg = *parsed;
+  int64_t seq = 0;
+  if (msg.is_object() && msg.contains("seq") && msg["seq"].is_number_integer()) {
+    seq = msg["seq"].get<int64_t>();
+  }
+  // The version first: a newer peer's frames may not decode as ours.
+  if (msg.is_object() && msg.contains("v") && msg["v"].is_number_integer() &&
+      msg["v"].get<int64_t>() > kAgentProtocolVersion) {
+    std::string why = "protocol version " + std::to_string(msg["v"].get<int64_t>()) +
+                      " is not supported (this controller speaks " +
+                      std::to_string(kAgentProtocolVersion) + ")";
+    spdlog::warn("agent connection {}: {}", conn->id(), why);
+    conn->close(kCloseUnsupportedVersion, why);
+    return;
+  }
+  Envelope env;
+  RawObject body;
+  ObjectReader r(msg, "");
+  r.integer("v", &env.v, Presence::kRequired, int64_t{1}, kMaxI64);
+  r.string("type", &env.type, Presence::kRequired);
+  r.integer("seq", &env.seq, Presence::kRequired, int64_t{1}, kMaxI64);
+  r.integer("ack", &env.ack, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.object("body", &body, Presence::kRequired);
+  if (Status s = r.finish(); !s.isOk()) {
+    sendError(session, "invalid_argument", s.message(), seq);
+    return;
+  }
+  env.body = std::move(body.value);
+  {
+    std::lock_guard lock(mu_);
+    session->last_seq_in = std::max(session->last_seq_in, env.seq);
+  }
+  if (env.type != "hello" && env.type != "error") {
+    if (session->node.empty()) {
+      sendError(session, "failed_precondition", "type: '" + env.type + "' before hello", env.seq);
+      return;
+    }
+    if (current(session->node) != session) return;  // taken over: this connection is closing
+  }
+  Status s;
+  if (env.type == "hello") {
+    s = onHello(session, env.body, env.seq);
+  } else if (env.type == "heartbeat") {
+    s = onHeartbeat(session, env.body);
+  } else if (env.type == "task_update") {
+    s = onTaskUpdate(session, env.body);
+  } else if (env.type == "telemetry" || env.type == "health") {
+    return;  // accepted; not used by the controller yet
+  } else if (env.type == "error") {
+    spdlog::warn("agent of node {} reports an error: {}",
+                 session->node.empty() ? "?" : session->node, api::dumpJson(env.body));
+    return;
+  } else {
+    sendError(session, "unimplemented", "type: unknown message type '" + env.type + "'", env.seq);
+    return;
+  }
+  if (!s.isOk()) {
+    std::string code = s.code() == StatusCode::kInvalidArgument      ? "invalid_argument"
+                       : s.code() == StatusCode::kFailedPrecondition ? "failed_precondition"
+                                                                     : "internal";
+    sendError(session, code, "body." + s.message(), env.seq);
+  }
+}
+
+Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) {
+  NodeJson node;
+  InventoryJson inventory;
+  std::vector<ReportJson> tasks;
+  int64_t last_epoch = 0;
+  ObjectReader r(body, "");
+  r.object("node", &node, Presence::kRequired);
+  r.object("gpus", &inventory, Presence::kRequired);
+  r.objectList("tasks", &tasks);
+  r.integer("last_node_epoch", &last_epoch, Presence::kOptional, int64_t{0}, kMaxI64);
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  if (!session->node.empty() && session->node != node.node.name) {
+    return Status::invalidArgument("node.name: this connection said hello as '" + session->node +
+                                   "'");
+  }
+  node.node.gpus = std::move(inventory.gpus);
+  std::string name = node.node.name;
+  Result<int64_t> epoch = registry_.registerNode(std::move(node.node));
+  if (!epoch.ok()) {
+    spdlog::error("cannot register node {}: {}", name, epoch.status().toString());
+    return Status::internal("cannot register the node: " + epoch.status().message());
+  }
+  spdlog::info("agent of node {} said hello (node epoch {}, {} tasks reported)", name, *epoch,
+               tasks.size());
+  // The welcome goes out before the connection serves the node, so that no assign overtakes it.
+  send(session, "welcome",
+       json{{"node_epoch", *epoch},
+            {"lease",
+             {{"duration_s", options_.lease_duration_s},
+              {"renew_every_s", options_.heartbeat_interval_s}}},
+            {"config", {{"heartbeat_interval_s", options_.heartbeat_interval_s}}}});
+  SessionPtr older;
+  {
+    std::lock_guard lock(mu_);
+    session->node = name;
+    session->node_epoch = *epoch;
+    SessionPtr& slot = by_node_[name];
+    if (slot && slot != session) older = slot;
+    slot = session;
+  }
+  if (older) {
+    spdlog::warn("node {}: a new agent connection takes over from connection {}", name,
+                 older->conn->id());
+    older->conn->close(kCloseTakenOver, "another connection for node " + name + " took over");
+  }
+  // What the agent runs first (a task that ended while we were apart ends its job here), then
+  // what it should run.
+  for (const ReportJson& t : tasks) {
+    if (!t.assignment) continue;
+    TaskReport report;
+    report.job_id = t.assignment->job_id;
+    report.task = t.assignment->task;
+    report.attempt = t.assignment->attempt;
+    report.lease_epoch = t.assignment->lease_epoch;
+    report.state = t.state;
+    report.final_state = t.final_state;
+    report.pid = t.pid;
+    report.exit_code = t.exit_code;
+    report.signal = t.signal;
+    report.oom_killed = t.oom_killed;
+    report.timed_out = t.timed_out;
+    report.cancelled = t.cancelled;
+    applyReport(session, report);
+  }
+  // The loop runs a pass soon: the node's resources are back.
+  if (loop_) loop_->jobsChanged();
+  Result<json> desired = desiredTasks(name, *epoch);
+  if (!desired.ok()) {
+    // The store failed: without the full state the agent must not reconcile (it would stop
+    // everything); it reconnects and says hello again.
+    spdlog::error("node {}: cannot read its desired state: {}", name, desired.status().toString());
+    session->conn->close(net::kCloseInternal, "cannot read the desired state");
+    return Status::ok();
+  }
+  send(session, "desired_state",
+       json{{"node_epoch", *epoch}, {"tasks", std::move(*desired)}, {"drain", false}});
+  return Status::ok();
+}
+
+Result<json> AgentLink::desiredTasks(const std::string& node, int64_t node_epoch) {
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
+                         store_.jobsInStates({"RUNNING", "COMPLETING"}));
+  json out = json::array();
+  for (const store::JobRecord& record : running) {
+    Result<api::Job> job = store::apiJobFrom(record);
+    if (!job.ok()) {
+      spdlog::error("job {}: cannot decode it: {}", record.id, job.status().toString());
+      continue;
+    }
+    for (const api::Allocation& a : job->allocations) {
+      if (a.node != node) continue;
+      TaskAssignment t;
+      t.job_id = record.id;
+      t.task = a.task;
+      t.attempt = record.requeue_count;
+      t.lease_epoch = record.epoch;
+      t.node = node;
+      t.node_epoch = node_epoch;
+      t.user = record.user;
+      t.uid = record.uid;
+      t.spec = job->spec;
+      t.allocation = a;
+      out.push_back(taskEntryJson(t));
+    }
+  }
+  return out;
+}
+
+Status AgentLink::onHeartbeat(const SessionPtr& session, const json& body) {
+  int64_t time_us = 0;
+  bool lease_ok = false;
+  std::optional<RawObject> telemetry;
+  ObjectReader r(body, "");
+  r.integer("time_us", &time_us, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.boolean("lease_ok", &lease_ok);
+  r.optionalObject("telemetry", &telemetry);
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  Status s = registry_.heartbeat(session->node);
+  if (!s.isOk()) {
+    // DOWN (or forgotten): its tasks may have been moved; only a new hello reconciles.
+    spdlog::warn("node {}: heartbeat refused ({}); closing so that it says hello again",
+                 session->node, s.toString());
+    session->conn->close(kCloseNodeDown, s.message());
+    return Status::ok();
+  }
+  TimePoint until = clock_.now() + std::chrono::seconds(options_.lease_duration_s);
+  send(session, "lease",
+       json{{"node_epoch", session->node_epoch}, {"valid_until", toUnixMicros(until)}});
+  return Status::ok();
+}
+
+Status AgentLink::onTaskUpdate(const SessionPtr& session, const json& body) {
+  ReportJson t;
+  GPOOL_RETURN_IF_ERROR(fromJson(body, &t, ""));
+  if (!t.assignment) return Status::invalidArgument("assignment: required field is missing");
+  TaskReport report;
+  report.job_id = t.assignment->job_id;
+  report.task = t.assignment->task;
+  report.attempt = t.assignment->attempt;
+  report.lease_epoch = t.assignment->lease_epoch;
+  report.state = t.state;
+  report.final_state = t.final_state;
+  report.pid = t.pid;
+  report.exit_code = t.exit_code;
+  report.signal = t.signal;
+  report.oom_killed = t.oom_killed;
+  report.timed_out = t.timed_out;
+  report.cancelled = t.cancelled;
+  applyReport(session, report);
+  return Status::ok();
+}
+
+void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report) {
+  if (!report.job_id || loop_ == nullptr) return;
+  int64_t job_id = *report.job_id;
+  std::string what = "job " + std::to_string(job_id) + " task " + std::to_string(report.task) +
+                     " (epoch " + std::to_string(report.lease_epoch) + ") on " + session->node;
+  // Only the current assignment of this task to this node counts (fencing).
+  Result<store::JobRecord> record = store_.getJob(job_id);
+  bool current = false;
+  bool live = false;
+  if (record.ok()) {
+    live = record->state == "RUNNING" || record->state == "COMPLETING";
+    Result<api::Job> job = store::apiJobFrom(*record);
+    if (job.ok() && record->epoch == report.lease_epoch) {
+      for (const api::Allocation& a : job->allocations) {
+        if (a.task == report.task && a.node == session->node) current = true;
+      }
+    }
+  } else if (record.status().code() != StatusCode::kNotFound) {
+    spdlog::error("{}: cannot read the job: {}", what, record.status().toString());
+    return;  // the next hello reports it again
+  }
+  if (!current || !live) {
+    // Stale or no longer wanted: record nothing; a task still running must stop (the agent
+    // stops only this attempt, never a newer one).
+    if (report.state != "exited") {
+      spdlog::info("{}: not a current assignment; telling the agent to stop it", what);
+      send(session, "cancel",
+           json{{"assignment",
+                 assignmentJson(job_id, report.task, report.attempt, report.lease_epoch)},
+                {"signal", "TERM"},
+                {"reason", "cancelled"}});
+    }
+    return;
+  }
+  if (report.state == "running") {
+    bool first = false;
+    {
+      std::lock_guard lock(mu_);
+      first = started_.insert({job_id, report.lease_epoch}).second;
+    }
+    if (!first) return;
+    Status s = loop_->taskStarted(job_id, report.lease_epoch);
+    if (!s.isOk()) spdlog::info("{}: start not recorded: {}", what, s.toString());
+    return;
+  }
+  if (report.state != "exited") return;
+  {
+    std::lock_guard lock(mu_);
+    started_.erase({job_id, report.lease_epoch});
+  }
+  TaskOutcome outcome = TaskOutcome::kExited;
+  if (report.oom_killed) {
+    outcome = TaskOutcome::kOomKilled;
+  } else if (report.timed_out) {
+    outcome = TaskOutcome::kTimedOut;
+  } else if (report.cancelled) {
+    outcome = TaskOutcome::kCancelled;
+  }
+  // A signal counts as the shell does (128 + signal); a task that never ran has -1.
+  int32_t code = report.signal != 0 ? static_cast<int32_t>(128 + report.signal)
+                                    : static_cast<int32_t>(report.exit_code);
+  Status s = loop_->taskEnded(job_id, report.task, report.lease_epoch, code, outcome);
+  if (s.isOk()) {
+    spdlog::info("{}: ended ({}, exit code {})", what, report.final_state, code);
+  } else if (s.code() == StatusCode::kFailedPrecondition) {
+    spdlog::debug("{}: end already recorded: {}", what, s.toString());
+  } else {
+    spdlog::error("{}: cannot record its end: {}", what, s.toString());
+  }
+}
+
+void AgentLink::assign(const TaskAssignment& a) {
+  SessionPtr session = current(a.node);
+  if (!session) {
+    spdlog::info("assign job {} task {} to {}: node not connected; its next hello gets it",
+                 a.job_id, a.task, a.node);
+    return;
+  }
+  json entry = taskEntryJson(a);
+  {
+    std::lock_guard lock(mu_);
+    entry["node_epoch"] = session->node_epoch;
+  }
+  send(session, "assign", std::move(entry));
+}
+
+void AgentLink::cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
+                       int64_t grace_s, const std::string& reason) {
+  SessionPtr session = current(node);
+  if (!session) {
+    spdlog::info("cancel job {} task {} on {}: node not connected; its next hello stops it", job_id,
+                 task, node);
+    return;
+  }
+  json body{{"assignment", json{{"job_id", job_id}, {"task", task}, {"lease_epoch", lease_epoch}}},
+            {"signal", "TERM"},
+            {"reason", reason}};
+  if (grace_s >= 0) body["grace_s"] = grace_s;
+  send(session, "cancel", std::move(body));
+}
+
+}  // namespace gpool::controller

@@ -1,0 +1,132 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/status.h"
+#include "controller/agent_gateway.h"
+#include "controller/node_registry.h"
+#include "controller/scheduling_loop.h"
+#include "net/router.h"
+#include "net/websocket.h"
+#include "store/store.h"
+
+// The controller's end of docs/agent-protocol.md: the `/v1/agent` WebSocket route and the
+// AgentGateway the scheduling loop sends `assign` / `cancel` through.
+//
+// Per connection: the agent's `hello` registers its node and GPUs with the NodeRegistry (a new
+// node epoch), applies the tasks it reports, and is answered with `welcome` (node epoch, lease,
+// heartbeat interval) and a full `desired_state` (every task the store says runs on the node,
+// under its current lease epoch). `task_update` reports move jobs through the SchedulingLoop
+// (running -> taskStarted, exited -> taskEnded); a report under a stale epoch changes nothing
+// and a still running stale task is told to stop (`cancel`). `heartbeat` renews the node in the
+// registry and is answered with `lease`. `telemetry` and `health` are accepted and not used yet.
+// Bad frames are answered with `error` naming the field; a higher protocol version closes the
+// connection with 4001; a newer connection for the same node closes the older with 4009.
+//
+// Delivery: `assign` / `cancel` go to the node's current connection, if any; when the node is
+// not connected nothing is queued, because the next `hello` gets the full desired state from
+// the store (level-triggered).
+//
+// Thread-safety: the WebSocket callbacks run on the server's I/O threads (one at a time per
+// connection, several connections concurrently); `assign` and `cancel` come from the
+// scheduling loop's thread and API threads. Every method may be called from any thread: one
+// mutex guards the connection table and each connection's sequence numbers, and is never held
+// while calling into the SchedulingLoop or the NodeRegistry (the loop calls `assign` with its
+// own lock held). Sending never blocks (net::WebSocketConnection::send queues).
+namespace gpool::controller {
+
+struct AgentLinkOptions {
+  // The lease granted in `welcome` and renewed by every heartbeat answer; must be shorter than
+  // the registry's down_after.
+  int64_t lease_duration_s = 60;
+  // The heartbeat interval the agents are told to use (also the lease's renew_every_s).
+  int64_t heartbeat_interval_s = 5;
+  // Unix-socket peers allowed to open /v1/agent besides uid 0: gpoold's own uid.
+  uint32_t own_uid = 0;
+};
+
+// Close codes of docs/agent-protocol.md.
+inline constexpr uint16_t kCloseUnsupportedVersion = 4001;
+inline constexpr uint16_t kCloseTakenOver = 4009;
+inline constexpr uint16_t kCloseNodeDown = 4010;
+
+inline constexpr int kAgentProtocolVersion = 1;
+
+class AgentLink final : public AgentGateway {
+ public:
+  // `store`, `registry` and `clock` must outlive the link. Call attach() before serving.
+  AgentLink(store::Store& store, NodeRegistry& registry, Clock& clock, AgentLinkOptions options);
+  ~AgentLink() override;
+
+  // The loop that task reports go to (it takes this gateway in its constructor, hence the
+  // separate step). Must be called before the route serves its first connection; `loop` must
+  // outlive the server.
+  void attach(SchedulingLoop& loop);
+
+  // Adds `/v1/agent` to `router`. Unix-socket peers other than uid 0 and own_uid are refused
+  // (403 before the upgrade); token (TLS) peers are refused too until join tokens exist.
+  Status addRoute(net::Router& router);
+
+  // AgentGateway.
+  void assign(const TaskAssignment& assignment) override;
+  void cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
+              int64_t grace_s, const std::string& reason) override;
+
+  // Nodes with a connection that said hello (for tests and the nodes view).
+  bool connected(const std::string& node) const;
+
+  // The entries of a `desired_state` for `node`: every task of a RUNNING or COMPLETING job
+  // placed there, with its launch description. Store errors are returned.
+  Result<nlohmann::json> desiredTasks(const std::string& node, int64_t node_epoch);
+
+ private:
+  struct Session;
+  using SessionPtr = std::shared_ptr<Session>;
+
+  Status acceptPeer(const net::Request& request) const;
+  void onOpen(const net::WebSocketConnectionPtr& conn);
+  void onMessage(const net::WebSocketConnectionPtr& conn, const std::string& text);
+  void onClose(const net::WebSocketConnectionPtr& conn);
+
+  SessionPtr sessionFor(uint64_t id) const;
+  // Encodes and queues one message on `session` with the next sequence number.
+  void send(const SessionPtr& session, std::string_view type, nlohmann::json body);
+  void sendError(const SessionPtr& session, std::string_view code, std::string_view message,
+                 int64_t in_reply_to);
+  // The session currently serving `node`, or null.
+  SessionPtr current(const std::string& node) const;
+
+  Status onHello(const SessionPtr& session, const nlohmann::json& body, int64_t seq);
+  Status onHeartbeat(const SessionPtr& session, const nlohmann::json& body);
+  Status onTaskUpdate(const SessionPtr& session, const nlohmann::json& body);
+
+  struct TaskReport;
+  // Applies one reported task (from hello or task_update) to the loop.
+  void applyReport(const SessionPtr& session, const TaskReport& report);
+
+  store::Store& store_;
+  NodeRegistry& registry_;
+  Clock& clock_;
+  AgentLinkOptions options_;
+  SchedulingLoop* loop_ = nullptr;
+
+  mutable std::mutex mu_;
+  std::map<uint64_t, SessionPtr> sessions_;        // by connection id
+  std::map<std::string, SessionPtr> by_node_;      // the connection serving each node
+  std::set<std::pair<int64_t, int64_t>> started_;  // (job, epoch) reported running
+};
+
+// The task entry of `desired_state` / `assign` for one assignment (docs/agent-protocol.md).
+nlohmann::json taskEntryJson(const TaskAssignment& assignment);
+
+}  // namespace gpool::controller

@@ -1,0 +1,228 @@
+// Drives `gpool up` and `gpool down` as a user would: the real gpool binary starts the real
+// gpoold and gpool-agent processes (simulated GPUs) in a temporary directory; the test reads
+// what they print and asks the controller over its socket. No sleeps for synchronisation: the
+// commands wait for their own steps, and job states are polled with an overall deadline.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "net/client.h"
+#include "store/sqlite_store.h"
+
+namespace gpool::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kGpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
+
+struct CommandResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class UpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "gpool-up-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+
+  void TearDown() override {
+    // A failed test must not leave daemons behind.
+    if (fs::exists(dir_ + "/pool.json")) gpool({"down", "--dir", dir_, "--timeout", "10"});
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Runs gpool with `args`; stdout and stderr go to files, so neither can fill a pipe.
+  CommandResult gpool(const std::vector<std::string>& args) {
+    const std::string out = dir_ + "/.out", err = dir_ + "/.err";
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(126);
+      std::vector<char*> argv{const_cast<char*>(kGpool.c_str())};
+      for (const std::string& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(kGpool.c_str(), argv.data());
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CommandResult r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  json poolFile() { return json::parse(slurp(dir_ + "/pool.json"), nullptr, false); }
+
+  static bool alive(int pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    if (!std::getline(stat, text)) return false;
+    size_t paren = text.rfind(')');
+    return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+  }
+
+  // The job's state, polled until it is one of `wanted` or 60 s pass.
+  std::string waitForState(net::HttpClient& client, int64_t id,
+                           const std::vector<std::string>& wanted) {
+    const auto deadline = realClock().monotonic() + std::chrono::seconds(60);
+    std::string state;
+    while (realClock().monotonic() < deadline) {
+      auto r = client.get("/v1/jobs/" + std::to_string(id));
+      if (r.ok() && r->status == 200) {
+        state = json::parse(r->body).value("state", "");
+        if (std::find(wanted.begin(), wanted.end(), state) != wanted.end()) return state;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return "timed out in " + state;
+  }
+
+  // The job id `gpool up --demo` printed for `name` ("  name  user  submitted as job 7").
+  static int64_t demoJobId(const std::string& out, const std::string& name) {
+    std::istringstream lines(out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.rfind("  " + name + " ", 0) != 0) continue;
+      size_t at = line.find("submitted as job ");
+      if (at == std::string::npos) return -1;
+      return std::stoll(line.substr(at + 17));
+    }
+    return -1;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(UpTest, StartsASimulatedPoolThatDownStops) {
+  CommandResult up =
+      gpool({"up", "--dir", dir_, "--servers", "2", "--simulate", "--timeout", "60"});
+  ASSERT_EQ(up.code, 0) << up.out << up.err;
+  EXPECT_NE(up.out.find("a pool of 2 server(s) is up (simulated GPUs"), std::string::npos)
+      << up.out;
+  EXPECT_NE(up.out.find("sim-node-2"), std::string::npos) << up.out;
+
+  json pool = poolFile();
+  ASSERT_TRUE(pool.is_object());
+  ASSERT_EQ(pool["agents"].size(), 2u);
+  std::vector<int> pids{pool["gpoold_pid"].get<int>()};
+  for (const json& a : pool["agents"])
+    pids.push_back(a["pid"].get<int>());
+  for (int pid : pids)
+    EXPECT_TRUE(alive(pid)) << pid;
+
+  // The controller knows both servers, each with 8 simulated GPUs.
+  net::HttpClient client(net::ClientEndpoint::unixSocket(pool["socket"].get<std::string>()));
+  auto nodes = client.get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  json body = json::parse(nodes->body);
+  ASSERT_EQ(body["nodes"].size(), 2u) << nodes->body;
+  for (const json& n : body["nodes"]) {
+    EXPECT_NE(n["state"], "DOWN");
+    ASSERT_EQ(n["gpus"].size(), 8u);
+    EXPECT_TRUE(n["gpus"][0].value("simulated", false));
+  }
+
+  CommandResult status = gpool({"up", "--dir", dir_, "--status"});
+  EXPECT_EQ(status.code, 0) << status.err;
+  EXPECT_NE(status.out.find("running"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("(simulated)"), std::string::npos) << status.out;
+
+  CommandResult again = gpool({"up", "--dir", dir_, "--simulate"});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("already up"), std::string::npos) << again.out;
+  EXPECT_EQ(poolFile()["gpoold_pid"], pool["gpoold_pid"]);  // the same pool, not a second one
+
+  CommandResult down = gpool({"down", "--dir", dir_});
+  ASSERT_EQ(down.code, 0) << down.out << down.err;
+  for (int pid : pids)
+    EXPECT_FALSE(alive(pid)) << pid;
+  EXPECT_FALSE(fs::exists(dir_ + "/pool.json"));
+  EXPECT_TRUE(fs::exists(dir_ + "/gpool.db"));  // the store stays unless --purge
+}
+
+TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
+  CommandResult up =
+      gpool({"up", "--dir", dir_, "--servers", "2", "--simulate", "--demo", "--timeout", "60"});
+  ASSERT_EQ(up.code, 0) << up.out << up.err;
+  const int64_t quick = demoJobId(up.out, "unit-test");
+  const int64_t broken = demoJobId(up.out, "broken-run");
+  const int64_t training = demoJobId(up.out, "train-resnet50");
+  ASSERT_GT(quick, 0) << up.out;
+  ASSERT_GT(broken, 0) << up.out;
+  ASSERT_GT(training, 0) << up.out;
+  // More GPUs than any server has: refused at submission with the reason.
+  EXPECT_NE(up.out.find("too-big"), std::string::npos);
+  EXPECT_NE(up.out.find("refused (HTTP 400)"), std::string::npos) << up.out;
+
+  net::HttpClient client(net::ClientEndpoint::unixSocket(poolFile()["socket"].get<std::string>()));
+  // Whole-GPU jobs: their tasks really run (as the submitting user) and end as they should.
+  EXPECT_EQ(waitForState(client, quick, {"COMPLETED", "FAILED"}), "COMPLETED");
+  EXPECT_EQ(waitForState(client, broken, {"COMPLETED", "FAILED"}), "FAILED");
+  EXPECT_EQ(waitForState(client, training, {"RUNNING"}), "RUNNING");
+
+  CommandResult down = gpool({"down", "--dir", dir_});
+  ASSERT_EQ(down.code, 0) << down.out << down.err;
+  EXPECT_NE(down.out.find("cancelled"), std::string::npos) << down.out;
+  auto store = store::SqliteStore::open(dir_ + "/gpool.db", store::SqliteOptions{});
+  ASSERT_TRUE(store.ok()) << store.status().toString();
+  auto job = (*store)->getJob(training);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, "CANCELLED");
+  EXPECT_EQ((*store)->getJob(quick)->state, "COMPLETED");
+}
+
+TEST_F(UpTest, BadArgumentsAndMissingPoolsAreClearErrors) {
+  CommandResult down = gpool({"down", "--dir", dir_});
+  EXPECT_EQ(down.code, 3);  // not_found (docs/cli-exit-codes.md)
+  EXPECT_NE(down.err.find("no pool is up in " + dir_), std::string::npos) << down.err;
+
+  CommandResult status = gpool({"up", "--dir", dir_, "--status"});
+  EXPECT_EQ(status.code, 3);
+
+  CommandResult servers = gpool({"up", "--dir", dir_, "--servers", "0", "--simulate"});
+  EXPECT_EQ(servers.code, 2);
+  EXPECT_NE(servers.err.find("--servers"), std::string::npos) << servers.err;
+
+  CommandResult fixture =
+      gpool({"up", "--dir", dir_, "--simulate", "--fixture", "no-such-gpus.json"});
+  EXPECT_EQ(fixture.code, 3);
+  EXPECT_NE(fixture.err.find("no-such-gpus.json"), std::string::npos) << fixture.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/pool.json"));
+
+  CommandResult unknown = gpool({"up", "--dir", dir_, "--no-such-flag"});
+  EXPECT_EQ(unknown.code, 2);
+}
+
+}  // namespace
+}  // namespace gpool::cli

@@ -1,0 +1,523 @@
+// The controller's /v1/agent link in-process: a real net::Server on a Unix socket with the REST
+// routes and the agent route, the real SchedulingLoop over a SQLite store (passes run by the
+// test, not by a timer), and scripted fake agents (net::WebSocketClient). Every wait is on a
+// message arriving or on the REST API showing a state, with a deadline; no sleeps.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/job_spec.h"
+#include "controller/agent_link.h"
+#include "controller/api_routes.h"
+#include "controller/controller_fixture.h"
+#include "controller/job_service.h"
+#include "controller/node_registry.h"
+#include "controller/raw_http.h"
+#include "controller/scheduling_loop.h"
+#include "net/client.h"
+#include "net/server.h"
+
+namespace gpool::controller {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr auto kDeadline = seconds(10);
+
+// A scripted agent: records every message and disconnect, sends frames of its own.
+class FakeAgent {
+ public:
+  FakeAgent(const std::string& socket, std::string node, milliseconds backoff = milliseconds(50))
+      : node_(std::move(node)) {
+    net::WebSocketClientOptions options;
+    options.endpoint = net::ClientEndpoint::unixSocket(socket);
+    options.target = "/v1/agent";
+    options.initial_backoff = backoff;
+    options.max_backoff = backoff;
+    options.on_connect = [this] {
+      std::lock_guard lock(mu_);
+      ++connects_;
+      cv_.notify_all();
+    };
+    options.on_message = [this](std::string text) {
+      std::lock_guard lock(mu_);
+      received_.push_back(json::parse(text, nullptr, false));
+      cv_.notify_all();
+    };
+    options.on_disconnect = [this](const Status& why) {
+      std::lock_guard lock(mu_);
+      disconnects_.push_back(why.message());
+      cv_.notify_all();
+    };
+    client_ = std::make_unique<net::WebSocketClient>(options);
+    client_->start();
+  }
+  ~FakeAgent() { client_->stop(); }
+
+  bool waitConnected() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kDeadline, [this] { return connects_ > 0; });
+  }
+
+  // Sends one frame with the next sequence number.
+  void send(const std::string& type, json body) {
+    json msg{{"v", 1}, {"type", type}, {"seq", ++seq_}, {"ack", 0}, {"body", std::move(body)}};
+    ASSERT_TRUE(client_->send(msg.dump()));
+  }
+  void sendRaw(const std::string& text) { ASSERT_TRUE(client_->send(text)); }
+
+  json helloBody(const json& tasks = json::array()) const {
+    json gpus = json::array();
+    for (int i = 0; i < 2; ++i) {
+      gpus.push_back({{"uuid", "GPU-" + node_ + "-" + std::to_string(i)},
+                      {"index", i},
+                      {"pci_bus_id", ""},
+                      {"model", "NVIDIA A100-SXM4-80GB (simulated)"},
+                      {"memory_total_mib", 81920},
+                      {"compute_capability", "8.0"},
+                      {"mig_enabled", false},
+                      {"mig_instances", json::array()},
+                      {"simulated", true}});
+    }
+    json links =
+        json::array({{{"gpu_a", 0}, {"gpu_b", 1}, {"level", "NV12"}, {"nvlink_count", 12}}});
+    return {{"node",
+             {{"name", node_},
+              {"hostname", node_},
+              {"labels", json::object()},
+              {"cpu_millis", 16000},
+              {"ram_mib", 65536},
+              {"agent_version", "test"},
+              {"os", "Linux"},
+              {"cgroup", "none"}}},
+            {"gpus",
+             {{"backend", "fake"},
+              {"simulated", true},
+              {"driver_version", "535.0"},
+              {"cuda_driver_version", "12.2"},
+              {"gpus", gpus},
+              {"links", links}}},
+            {"tasks", tasks},
+            {"last_node_epoch", 0}};
+  }
+
+  // The first message received at or after index `from` satisfying `pred`, within the deadline;
+  // its index goes to `at`.
+  std::optional<json> waitFor(const std::function<bool(const json&)>& pred, size_t from = 0,
+                              size_t* at = nullptr) {
+    std::unique_lock lock(mu_);
+    std::optional<json> found;
+    cv_.wait_for(lock, kDeadline, [&] {
+      for (size_t i = from; i < received_.size(); ++i) {
+        if (pred(received_[i])) {
+          found = received_[i];
+          if (at) *at = i;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+  std::optional<json> waitType(const std::string& type, size_t from = 0, size_t* at = nullptr) {
+    return waitFor([&](const json& m) { return m.value("type", "") == type; }, from, at);
+  }
+  size_t receivedCount() {
+    std::lock_guard lock(mu_);
+    return received_.size();
+  }
+  // Waits for a disconnect whose reason contains `text`.
+  bool waitDisconnect(const std::string& text) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kDeadline, [&] {
+      for (const std::string& d : disconnects_) {
+        if (d.find(text) != std::string::npos) return true;
+      }
+      return false;
+    });
+  }
+  // A heartbeat and its `lease` answer: every frame sent before has been handled by then
+  // (one connection's messages are handled in order).
+  bool roundTrip() {
+    size_t from = receivedCount();
+    send("heartbeat", {{"time_us", 1}, {"lease_ok", true}});
+    return waitType("lease", from).has_value();
+  }
+
+ private:
+  std::string node_;
+  std::unique_ptr<net::WebSocketClient> client_;
+  int64_t seq_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int connects_ = 0;
+  std::vector<json> received_;
+  std::vector<std::string> disconnects_;
+};
+
+json taskUpdate(int64_t job, int64_t epoch, const std::string& state, int exit_code = 0) {
+  json body{{"assignment", {{"job_id", job}, {"task", 0}, {"attempt", 0}, {"lease_epoch", epoch}}},
+            {"state", state},
+            {"final_state", state == "running" ? "RUNNING"
+                            : exit_code == 0   ? "COMPLETED"
+                                               : "FAILED"},
+            {"pid", 4242},
+            {"started_at_us", 1},
+            {"log_paths", json::array({"/x/stdout.log", "/x/stderr.log"})}};
+  if (state == "exited") {
+    body["ended_at_us"] = 2;
+    body["exit_code"] = exit_code;
+    body["signal"] = 0;
+    body["oom_killed"] = false;
+    body["timed_out"] = false;
+    body["cancelled"] = false;
+  }
+  return body;
+}
+
+class AgentLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::chmod(dir_.path().c_str(), 0755);  // the refused-uid case connects as nobody
+    store_ = testing::openStore(dir_.path() + "/gpool.db");
+    registry_ = std::make_unique<NodeRegistry>(*store_, realClock());
+    AgentLinkOptions options;
+    options.own_uid = static_cast<uint32_t>(::geteuid());
+    link_ = std::make_unique<AgentLink>(*store_, *registry_, realClock(), options);
+    loop_ =
+        std::make_unique<SchedulingLoop>(*store_, *registry_, *link_, realClock(), LoopOptions{});
+    link_->attach(*loop_);
+    service_ = std::make_unique<JobService>(*store_, *registry_, realClock(), loop_.get());
+    net::Router router;
+    ASSERT_TRUE(addApiRoutes(router, *store_, *service_, *registry_).isOk());
+    ASSERT_TRUE(link_->addRoute(router).isOk());
+    net::ServerOptions options_net;
+    options_net.unix_socket_path = socket_;
+    server_ = std::make_unique<net::Server>(options_net, std::move(router));
+    ASSERT_TRUE(server_->start().isOk());
+    http_ =
+        std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(socket_), seconds(10));
+  }
+  void TearDown() override {
+    http_.reset();
+    if (server_) server_->stop();
+  }
+
+  // Connects an agent for `node` and completes hello -> welcome + desired_state.
+  std::unique_ptr<FakeAgent> helloAgent(const std::string& node, json* desired = nullptr) {
+    auto agent = std::make_unique<FakeAgent>(socket_, node);
+    EXPECT_TRUE(agent->waitConnected());
+    agent->send("hello", agent->helloBody());
+    auto welcome = agent->waitType("welcome");
+    EXPECT_TRUE(welcome.has_value());
+    auto state = agent->waitType("desired_state");
+    EXPECT_TRUE(state.has_value());
+    if (desired && state) *desired = *state;
+    return agent;
+  }
+
+  int64_t submit(const std::string& command) {
+    api::JobSpec spec = testing::makeSpec(1000);
+    spec.command = {"/bin/sh", "-c", command};
+    auto r = http_->post("/v1/jobs", api::toJson(spec).dump());
+    EXPECT_TRUE(r.ok());
+    if (!r.ok()) return -1;
+    EXPECT_EQ(r->status, 201) << r->body;
+    return json::parse(r->body)["ids"][0].get<int64_t>();
+  }
+
+  json job(int64_t id) {
+    auto r = http_->get("/v1/jobs/" + std::to_string(id));
+    if (!r.ok() || r->status != 200) return json::object();
+    return json::parse(r->body);
+  }
+
+  // Polls GET /v1/jobs/{id} until its state is `state` (10 ms interval, bounded).
+  bool waitJobState(int64_t id, const std::string& state) {
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (job(id).value("state", "") == state) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+
+  testing::TempDir dir_;
+  std::string socket_ = dir_.path() + "/gpoold.sock";
+  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<NodeRegistry> registry_;
+  std::unique_ptr<AgentLink> link_;
+  std::unique_ptr<SchedulingLoop> loop_;
+  std::unique_ptr<JobService> service_;
+  std::unique_ptr<net::Server> server_;
+  std::unique_ptr<net::HttpClient> http_;
+};
+
+TEST_F(AgentLinkTest, HelloRegistersTheNodeAndGetsWelcomeAndDesiredState) {
+  auto agent = std::make_unique<FakeAgent>(socket_, "n1");
+  ASSERT_TRUE(agent->waitConnected());
+  agent->send("hello", agent->helloBody());
+  size_t welcome_at = 0;
+  size_t desired_at = 0;
+  auto welcome = agent->waitType("welcome", 0, &welcome_at);
+  auto desired = agent->waitType("desired_state", 0, &desired_at);
+  ASSERT_TRUE(welcome && desired);
+  EXPECT_LT(welcome_at, desired_at);
+  int64_t epoch = (*welcome)["body"]["node_epoch"].get<int64_t>();
+  EXPECT_GT(epoch, 0);
+  EXPECT_EQ((*welcome)["body"]["lease"]["duration_s"], 60);
+  EXPECT_EQ((*welcome)["body"]["config"]["heartbeat_interval_s"], 5);
+  EXPECT_EQ((*welcome)["seq"], 1);
+  EXPECT_EQ((*welcome)["ack"], 1);
+  EXPECT_EQ((*desired)["body"]["node_epoch"], epoch);
+  EXPECT_EQ((*desired)["body"]["tasks"], json::array());
+  EXPECT_TRUE(link_->connected("n1"));
+
+  auto node = registry_->node("n1");
+  ASSERT_TRUE(node.ok());
+  ASSERT_EQ(node->gpus.size(), 2u);
+  EXPECT_EQ(node->gpus[1].uuid, "GPU-n1-1");
+  EXPECT_EQ(node->gpus[0].memory_mib, 81920u);
+  EXPECT_EQ(node->gpus[0].compute_capability.major, 8u);
+  EXPECT_EQ(node->gpus[0].driver_version, "535.0");
+  ASSERT_EQ(node->gpus[0].links.size(), 1u);
+  EXPECT_EQ(node->gpus[0].links[0].peer_uuid, "GPU-n1-1");
+  EXPECT_EQ(node->gpus[0].links[0].nvlinks, 12u);
+  EXPECT_EQ(node->cpus_milli, 16000u);
+  EXPECT_EQ(registry_->nodeEpoch("n1"), epoch);
+
+  // Heartbeat -> lease under the same node epoch.
+  ASSERT_TRUE(agent->roundTrip());
+  auto lease = agent->waitType("lease");
+  EXPECT_EQ((*lease)["body"]["node_epoch"], epoch);
+  EXPECT_GT((*lease)["body"]["valid_until"].get<int64_t>(), 0);
+}
+
+TEST_F(AgentLinkTest, SubmitAssignsAndReportsMoveTheJobToCompleted) {
+  auto agent = helloAgent("n1");
+  int64_t id = submit("echo hi");
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto assign = agent->waitType("assign", from);
+  ASSERT_TRUE(assign.has_value());
+  const json& body = (*assign)["body"];
+  EXPECT_EQ(body["assignment"]["job_id"], id);
+  EXPECT_EQ(body["assignment"]["task"], 0);
+  EXPECT_EQ(body["node_epoch"], registry_->nodeEpoch("n1"));
+  int64_t epoch = body["assignment"]["lease_epoch"].get<int64_t>();
+  EXPECT_GT(epoch, 0);
+  EXPECT_EQ(body["launch"]["argv"], json::array({"/bin/sh", "-c", "echo hi"}));
+  EXPECT_EQ(body["launch"]["uid"], ::geteuid());
+  ASSERT_EQ(body["launch"]["gpus"].size(), 1u);
+  EXPECT_EQ(body["launch"]["gpus"][0].get<std::string>().rfind("GPU-n1-", 0), 0u);
+  EXPECT_FALSE(body["launch"].contains("slice"));  // a whole GPU
+  EXPECT_EQ(job(id)["state"], "RUNNING");
+
+  agent->send("task_update", taskUpdate(id, epoch, "running"));
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(job(id)["state"], "RUNNING");
+
+  // The job is requeued and placed again under a newer epoch: reports of the old attempt change
+  // nothing, and the old attempt still running is told to stop.
+  ASSERT_TRUE(store_->recordPreemption(id, /*requeue=*/true, realClock().now(), "test").isOk());
+  from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto again = agent->waitType("assign", from);
+  ASSERT_TRUE(again.has_value());
+  int64_t stale = epoch;
+  epoch = (*again)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+  ASSERT_GT(epoch, stale);
+  EXPECT_EQ((*again)["body"]["assignment"]["attempt"], 1);
+  from = agent->receivedCount();
+  agent->send("task_update", taskUpdate(id, stale, "exited", 0));
+  agent->send("task_update", taskUpdate(id, stale, "running"));
+  auto cancel = agent->waitType("cancel", from);
+  ASSERT_TRUE(cancel.has_value());
+  EXPECT_EQ((*cancel)["body"]["assignment"]["lease_epoch"], stale);
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(job(id)["state"], "RUNNING");
+
+  agent->send("task_update", taskUpdate(id, epoch, "exited", 0));
+  ASSERT_TRUE(waitJobState(id, "COMPLETED")) << job(id).dump();
+  EXPECT_EQ(job(id)["exit_code"], 0);
+}
+
+TEST_F(AgentLinkTest, NonZeroExitFailsTheJobAndCancelReachesTheAgent) {
+  auto agent = helloAgent("n1");
+  int64_t failing = submit("exit 3");
+  int64_t cancelled = submit("sleep 1000");
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  std::map<int64_t, int64_t> epochs;
+  for (int i = 0; i < 2; ++i) {
+    size_t at = 0;
+    auto assign = agent->waitType("assign", from, &at);
+    ASSERT_TRUE(assign.has_value());
+    epochs[(*assign)["body"]["assignment"]["job_id"].get<int64_t>()] =
+        (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+    from = at + 1;
+  }
+  ASSERT_EQ(epochs.size(), 2u);
+  agent->send("task_update", taskUpdate(failing, epochs[failing], "exited", 3));
+  ASSERT_TRUE(waitJobState(failing, "FAILED"));
+  EXPECT_EQ(job(failing)["exit_code"], 3);
+
+  from = agent->receivedCount();
+  auto r = http_->post("/v1/jobs/" + std::to_string(cancelled) + "/cancel", "");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto cancel = agent->waitType("cancel", from);
+  ASSERT_TRUE(cancel.has_value());
+  EXPECT_EQ((*cancel)["body"]["assignment"]["job_id"], cancelled);
+  EXPECT_EQ((*cancel)["body"]["assignment"]["lease_epoch"], epochs[cancelled]);
+  EXPECT_EQ((*cancel)["body"]["reason"], "cancelled");
+  EXPECT_EQ((*cancel)["body"]["signal"], "TERM");
+  EXPECT_EQ(job(cancelled)["state"], "CANCELLED");
+}
+
+TEST_F(AgentLinkTest, ReconnectGetsTheFullDesiredStateAgain) {
+  int64_t id = 0;
+  int64_t epoch = 0;
+  int64_t first_node_epoch = 0;
+  {
+    auto agent = helloAgent("n1");
+    first_node_epoch = registry_->nodeEpoch("n1");
+    id = submit("sleep 1000");
+    ASSERT_TRUE(loop_->runOnce().ok());
+    auto assign = agent->waitType("assign");
+    ASSERT_TRUE(assign.has_value());
+    epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+  }
+  // The node is not connected: an assignment made now is only in the store.
+  int64_t later = submit("sleep 1000");
+  ASSERT_TRUE(loop_->runOnce().ok());
+  json desired;
+  auto agent = helloAgent("n1", &desired);
+  EXPECT_GT(desired["body"]["node_epoch"].get<int64_t>(), first_node_epoch);
+  const json& tasks = desired["body"]["tasks"];
+  ASSERT_EQ(tasks.size(), 2u) << desired.dump();
+  EXPECT_EQ(tasks[0]["assignment"]["job_id"], id);
+  EXPECT_EQ(tasks[0]["assignment"]["lease_epoch"], epoch);
+  EXPECT_EQ(tasks[0]["launch"]["argv"][2], "sleep 1000");
+  EXPECT_EQ(tasks[1]["assignment"]["job_id"], later);
+  EXPECT_EQ(tasks[0]["requeueable"], false);
+}
+
+TEST_F(AgentLinkTest, HelloReportsAreAppliedBeforeTheDesiredState) {
+  int64_t id = 0;
+  int64_t epoch = 0;
+  {
+    auto agent = helloAgent("n1");
+    id = submit("true");
+    ASSERT_TRUE(loop_->runOnce().ok());
+    auto assign = agent->waitType("assign");
+    ASSERT_TRUE(assign.has_value());
+    epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+  }
+  // The task ended while the agent was away; its hello says so.
+  auto agent = std::make_unique<FakeAgent>(socket_, "n1");
+  ASSERT_TRUE(agent->waitConnected());
+  json reported = taskUpdate(id, epoch, "exited", 0);
+  reported["name"] = std::to_string(id) + ".0";
+  agent->send("hello", agent->helloBody(json::array({reported})));
+  auto desired = agent->waitType("desired_state");
+  ASSERT_TRUE(desired.has_value());
+  EXPECT_EQ((*desired)["body"]["tasks"], json::array());
+  EXPECT_EQ(job(id)["state"], "COMPLETED");
+}
+
+TEST_F(AgentLinkTest, ANewerConnectionForTheNodeClosesTheOlderWith4009) {
+  // A long backoff: the old agent must not come back and take over in turn.
+  auto old_agent = std::make_unique<FakeAgent>(socket_, "n1", seconds(60));
+  ASSERT_TRUE(old_agent->waitConnected());
+  old_agent->send("hello", old_agent->helloBody());
+  ASSERT_TRUE(old_agent->waitType("desired_state").has_value());
+  auto agent = helloAgent("n1");
+  EXPECT_TRUE(old_agent->waitDisconnect("4009"));
+  EXPECT_TRUE(link_->connected("n1"));
+  // Assignments go to the new connection.
+  submit("true");
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  EXPECT_TRUE(agent->waitType("assign", from).has_value());
+}
+
+TEST_F(AgentLinkTest, BadFramesAreAnsweredWithErrorsNamingTheField) {
+  auto agent = std::make_unique<FakeAgent>(socket_, "n1");
+  ASSERT_TRUE(agent->waitConnected());
+  auto error_after = [&](const std::function<void()>& act) {
+    size_t from = agent->receivedCount();
+    act();
+    auto e = agent->waitType("error", from);
+    return e ? (*e)["body"] : json();
+  };
+  json e = error_after([&] { agent->sendRaw("{not json"); });
+  EXPECT_EQ(e["code"], "invalid_argument");
+
+  e = error_after([&] { agent->sendRaw(R"({"v":1,"type":"hello","body":{}})"); });
+  EXPECT_NE(e["message"].get<std::string>().find("seq"), std::string::npos) << e.dump();
+
+  e = error_after([&] { agent->send("heartbeat", {{"time_us", 1}}); });
+  EXPECT_EQ(e["code"], "failed_precondition") << e.dump();
+
+  json hello = agent->helloBody();
+  hello["node"]["bogus"] = 1;
+  e = error_after([&] { agent->send("hello", hello); });
+  EXPECT_EQ(e["code"], "invalid_argument");
+  EXPECT_NE(e["message"].get<std::string>().find("node.bogus"), std::string::npos) << e.dump();
+
+  hello = agent->helloBody();
+  hello["gpus"]["gpus"][0]["memory_total_mib"] = "lots";
+  e = error_after([&] { agent->send("hello", hello); });
+  EXPECT_NE(e["message"].get<std::string>().find("gpus.gpus[0].memory_total_mib"),
+            std::string::npos)
+      << e.dump();
+  EXPECT_FALSE(link_->connected("n1"));
+
+  agent->send("hello", agent->helloBody());
+  ASSERT_TRUE(agent->waitType("desired_state").has_value());
+  e = error_after([&] { agent->send("task_update", {{"state", "flying"}}); });
+  EXPECT_NE(e["message"].get<std::string>().find("state"), std::string::npos) << e.dump();
+
+  e = error_after([&] { agent->send("dance", json::object()); });
+  EXPECT_EQ(e["code"], "unimplemented");
+  EXPECT_EQ(e["in_reply_to"], 6);  // the sixth frame with a sequence number
+
+  // A newer protocol version closes the connection with 4001.
+  agent->sendRaw(R"({"v":2,"type":"hello","seq":9,"body":{}})");
+  EXPECT_TRUE(agent->waitDisconnect("4001"));
+}
+
+TEST_F(AgentLinkTest, OnlyRootAndTheControllersOwnUidMayConnect) {
+  const std::string upgrade =
+      "GET /v1/agent HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: "
+      "Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: "
+      "13\r\n\r\n";
+  // Our own uid (root or not) is accepted.
+  std::string own = testing::rawRequestAs(::geteuid(), socket_, upgrade);
+  EXPECT_EQ(own.rfind("HTTP/1.1 101", 0), 0u) << own;
+  if (::geteuid() != 0) GTEST_SKIP() << "trying another uid needs root";
+  std::string other = testing::rawRequestAs(65534, socket_, upgrade);  // nobody
+  EXPECT_EQ(other.rfind("HTTP/1.1 403", 0), 0u) << other;
+  EXPECT_NE(other.find("uid 65534"), std::string::npos) << other;
+}
+
+}  // namespace
+}  // namespace gpool::controller
