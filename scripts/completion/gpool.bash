@@ -5,7 +5,7 @@ _gpool() {
   COMPREPLY=()
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="submit queue show cancel nodes sim version"
+  local commands="submit queue show cancel nodes up down sim version"
   local global="--socket --json --help --version"
   cmd=""
   for ((i = 1; i < COMP_CWORD; i++)); do
