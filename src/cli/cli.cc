@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 
+#include "cli/client_commands.h"
 #include "cli/up_command.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
@@ -15,17 +17,31 @@ int runCli(const std::vector<std::string>& args) {
   CLI::App app{
       "gpool: a shared pool of GPUs across servers, with enforced slices and fair "
       "scheduling"};
+  app.name("gpool");
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpool ") + GPOOL_VERSION);
+  // Global options may also follow the subcommand (`gpool queue --json`); subcommands inherit
+  // this setting when they are created, so it comes first.
+  app.fallthrough();
+
+  auto global = std::make_shared<GlobalOptions>();
+  global->socket = defaultSocketPath();
+  app.add_option("--socket", global->socket,
+                 "the controller's Unix socket (default: $GPOOL_SOCKET, else "
+                 "/run/gpool/gpoold.sock)")
+      ->type_name("PATH");
+  app.add_flag("--json", global->json, "print JSON (the server's answer) instead of tables");
 
   auto* version = app.add_subcommand("version", "Print the version of this gpool build");
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
+  registerClientCommands(app, global);
   sim::registerSimCommands(app);
   registerUpCommands(app);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    std::vector<std::string> parsed = splitSubmitArguments(args, global.get());
+    std::vector<std::string> reversed(parsed.rbegin(), parsed.rend());
     app.parse(reversed);
   } catch (const CLI::RuntimeError& e) {
     // A command that failed after reporting on stderr; its code follows docs/cli-exit-codes.md.

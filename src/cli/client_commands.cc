@@ -1,0 +1,575 @@
+#include "cli/client_commands.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/job.h"
+#include "api/json_reader.h"
+#include "api/node.h"
+#include "cli/format.h"
+#include "cli/submit_options.h"
+#include "common/status.h"
+#include "net/client.h"
+#include "net/http.h"
+
+namespace gpool::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kPageSize = 1000;
+
+StatusCode codeFromName(std::string_view name) {
+  for (int c = 0; c <= static_cast<int>(StatusCode::kInternal); ++c) {
+    if (statusCodeName(static_cast<StatusCode>(c)) == name) return static_cast<StatusCode>(c);
+  }
+  return StatusCode::kInternal;
+}
+
+std::string currentUser() {
+  uid_t uid = geteuid();
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) return pw.pw_name;
+  return "#" + std::to_string(uid);  // what the controller calls a uid without a passwd entry
+}
+
+// The REST API over the controller's Unix socket: 2xx bodies as JSON, error bodies as Status.
+class ApiClient {
+ public:
+  explicit ApiClient(std::string socket)
+      : socket_(std::move(socket)), http_(net::ClientEndpoint::unixSocket(socket_)) {}
+
+  Result<json> call(net::Method method, const std::string& target, std::string body = {}) {
+    Result<net::Response> r = http_.request(method, target, std::move(body));
+    if (!r.ok()) {
+      if (r.status().code() == StatusCode::kUnavailable) {
+        return Status::unavailable(
+            "cannot reach gpoold at unix:" + socket_ + " (" + r.status().message() +
+            "): is it running? Start it with `systemctl start gpoold` (or `gpoold --config "
+            "FILE` with controller.socket set), or point --socket or GPOOL_SOCKET at its socket");
+      }
+      return r.status().withContext("gpoold at unix:" + socket_);
+    }
+    Result<json> parsed = api::parseJsonText(r->body, "gpoold's answer");
+    if (r->status >= 400) {
+      if (parsed.ok() && parsed->is_object() && parsed->contains("error") &&
+          (*parsed)["error"].is_object()) {
+        const json& e = (*parsed)["error"];
+        std::string code = e.value("code", "internal");
+        std::string message = e.value("message", "");
+        return Status(codeFromName(code), message);
+      }
+      return Status::internal("gpoold answered HTTP " + std::to_string(r->status) + ": " + r->body);
+    }
+    return parsed;
+  }
+  Result<json> get(const std::string& target) { return call(net::Method::kGet, target); }
+  Result<json> post(const std::string& target, std::string body) {
+    return call(net::Method::kPost, target, std::move(body));
+  }
+
+ private:
+  std::string socket_;
+  net::HttpClient http_;
+};
+
+void printJson(const json& j) {
+  std::cout << api::dumpJson(j, 2) << "\n";
+}
+
+// A job id as users write it: "42", or "42_3" for element 3 of array 42.
+struct JobRef {
+  uint64_t id = 0;
+  std::optional<uint32_t> array_index;
+  std::string text;
+};
+
+Result<JobRef> parseJobRef(const std::string& text) {
+  JobRef ref;
+  ref.text = text;
+  auto bad = [&] {
+    return Status::invalidArgument("'" + text +
+                                   "' is not a job id (use a number such as 42, or 42_3 for "
+                                   "element 3 of array job 42)");
+  };
+  std::string_view id_part = text;
+  size_t underscore = text.find('_');
+  if (underscore != std::string::npos) {
+    id_part = std::string_view(text).substr(0, underscore);
+    std::string_view index_part = std::string_view(text).substr(underscore + 1);
+    uint32_t index = 0;
+    auto [p, ec] = std::from_chars(index_part.data(), index_part.data() + index_part.size(), index);
+    if (index_part.empty() || ec != std::errc() || p != index_part.data() + index_part.size()) {
+      return bad();
+    }
+    ref.array_index = index;
+  }
+  auto [p, ec] = std::from_chars(id_part.data(), id_part.data() + id_part.size(), ref.id);
+  if (id_part.empty() || ec != std::errc() || p != id_part.data() + id_part.size() || ref.id == 0) {
+    return bad();
+  }
+  return ref;
+}
+
+Result<std::vector<api::Job>> jobsFrom(const json& page, std::vector<json>* raw) {
+  std::vector<api::Job> jobs;
+  if (!page.contains("jobs") || !page["jobs"].is_array()) {
+    return Status::internal("gpoold's job list has no 'jobs' array");
+  }
+  for (const json& j : page["jobs"]) {
+    api::Job job;
+    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &job, "gpoold's job"));
+    jobs.push_back(std::move(job));
+    if (raw) raw->push_back(j);
+  }
+  return jobs;
+}
+
+// Every job matching `query` (without after/limit), following next_after to the end.
+Result<std::vector<api::Job>> listAll(ApiClient& api, const std::string& query,
+                                      std::vector<json>* raw) {
+  std::vector<api::Job> all;
+  int64_t after = 0;
+  while (true) {
+    std::string target =
+        "/v1/jobs?limit=" + std::to_string(kPageSize) + "&after=" + std::to_string(after) + query;
+    GPOOL_ASSIGN_OR_RETURN(json page, api.get(target));
+    GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, jobsFrom(page, raw));
+    all.insert(all.end(), jobs.begin(), jobs.end());
+    if (!page.contains("next_after") || page["next_after"].is_null()) break;
+    int64_t next = page["next_after"].get<int64_t>();
+    if (next <= after) return Status::internal("gpoold's next_after did not advance");
+    after = next;
+  }
+  return all;
+}
+
+// The job id of `ref`: itself, or the element of an array found by listing from the array's
+// id on (the elements of an array get consecutive ids in one transaction).
+Result<uint64_t> resolve(ApiClient& api, const JobRef& ref) {
+  if (!ref.array_index) return ref.id;
+  int64_t after = static_cast<int64_t>(ref.id) - 1;
+  while (true) {
+    std::string target =
+        "/v1/jobs?limit=" + std::to_string(kPageSize) + "&after=" + std::to_string(after);
+    GPOOL_ASSIGN_OR_RETURN(json page, api.get(target));
+    GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, jobsFrom(page, nullptr));
+    for (const api::Job& job : jobs) {
+      if (job.array_job_id != ref.id) {
+        return Status::notFound("job " + ref.text + " not found (job " + std::to_string(ref.id) +
+                                " has no array element " + std::to_string(*ref.array_index) + ")");
+      }
+      if (job.array_index == ref.array_index) return job.id;
+    }
+    if (jobs.empty() || page["next_after"].is_null()) break;
+    after = page["next_after"].get<int64_t>();
+  }
+  return Status::notFound("job " + ref.text + " not found");
+}
+
+TimePoint now() {
+  return realClock().now();
+}
+
+std::string activeStatesQuery() {
+  return "&state=PENDING&state=RUNNING&state=COMPLETING";
+}
+
+// ---------------------------------------------------------------- submit
+
+struct SubmitArgs {
+  std::map<std::string, std::vector<std::string>> values;
+  std::map<std::string, bool> switches;
+  std::vector<std::string> args;
+};
+
+std::optional<std::string> envLookup(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
+  if (!global.submit_error.empty()) return Status::invalidArgument(global.submit_error);
+  SubmitFlags command_line;
+  for (const auto& [name, values] : a.values) {
+    for (const std::string& v : values)
+      command_line.add(name, FlagValue{v, "--" + name});
+  }
+  for (const auto& [name, on] : a.switches) {
+    if (on) command_line.add(name, FlagValue{"true", "--" + name});
+  }
+  if (a.args.empty()) {
+    return Status::invalidArgument(
+        "nothing to run: give a batch script (gpool submit train.sh) or a command after -- "
+        "(gpool submit --gpus 1 -- python train.py)");
+  }
+  SubmitFlags flags;
+  std::vector<std::string> command;
+  SubmitContext context;
+  std::error_code ec;
+  context.cwd = std::filesystem::current_path(ec).string();
+  if (ec) return Status::ioError("cannot read the current directory: " + ec.message());
+  context.getenv = envLookup;
+  if (global.submit_command) {
+    command = a.args;
+  } else {
+    const std::string& path = a.args[0];
+    if (!std::filesystem::is_regular_file(path, ec)) {
+      return Status::invalidArgument("'" + path +
+                                     "' is not a file: give a batch script, or put a command "
+                                     "after -- (gpool submit -- " +
+                                     path + ")");
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream content;
+    content << in.rdbuf();
+    if (!in) return Status::ioError("cannot read the script " + path);
+    GPOOL_ASSIGN_OR_RETURN(flags, parseDirectives(content.str(), path));
+    std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+    command = scriptCommand(content.str(), absolute,
+                            std::vector<std::string>(a.args.begin() + 1, a.args.end()));
+    context.default_name = std::filesystem::path(path).filename().string();
+  }
+  flags.overrideWith(command_line);
+  GPOOL_ASSIGN_OR_RETURN(SubmitPlan plan, buildSubmitPlan(flags, std::move(command), context));
+
+  ApiClient api(global.socket);
+  std::string target = "/v1/jobs";
+  if (!plan.group.empty()) target += "?group=" + net::percentEncode(plan.group);
+  GPOOL_ASSIGN_OR_RETURN(json answer, api.post(target, api::toJson(plan.spec).dump()));
+  if (global.json) {
+    printJson(answer);
+    return Status::ok();
+  }
+  std::vector<int64_t> ids;
+  if (answer.contains("ids") && answer["ids"].is_array()) {
+    for (const json& id : answer["ids"]) {
+      if (id.is_number_integer()) ids.push_back(id.get<int64_t>());
+    }
+  }
+  if (ids.empty()) return Status::internal("gpoold's answer names no job ids: " + answer.dump());
+  if (!plan.spec.array) {
+    std::cout << "Submitted job " << ids[0] << "\n";
+    return Status::ok();
+  }
+  bool consecutive = true;
+  for (size_t i = 1; i < ids.size(); ++i)
+    consecutive = consecutive && ids[i] == ids[i - 1] + 1;
+  std::cout << "Submitted array job " << ids[0] << " (" << ids.size() << " elements, jobs ";
+  if (consecutive) {
+    std::cout << ids.front() << "-" << ids.back();
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i)
+      std::cout << (i ? "," : "") << ids[i];
+  }
+  std::cout << ")\n";
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- queue
+
+struct QueueArgs {
+  std::string user;
+  std::vector<std::string> states;
+  bool all = false;
+};
+
+Status runQueue(const GlobalOptions& global, const QueueArgs& a) {
+  if (a.all && !a.user.empty()) {
+    return Status::invalidArgument("--all and --user exclude each other (--all: every user)");
+  }
+  std::string query;
+  if (!a.all) query += "&user=" + net::percentEncode(a.user.empty() ? currentUser() : a.user);
+  bool every_state = false;
+  std::string states;
+  for (const std::string& item : a.states) {
+    std::stringstream ss(item);
+    std::string s;
+    while (std::getline(ss, s, ',')) {
+      if (s == "all" || s == "ALL") {
+        every_state = true;
+        continue;
+      }
+      Result<api::JobState> state = api::parseJobState(s);
+      if (!state.ok()) {
+        return Status::invalidArgument(
+            "--state: '" + s +
+            "' is not a job state (use PD, R, CG, CD, F, CA, TO, PR, NF, OOM, their names, or "
+            "all)");
+      }
+      states += "&state=" + std::string(api::jobStateName(*state));
+    }
+  }
+  if (!every_state) query += states.empty() ? activeStatesQuery() : states;
+
+  ApiClient api(global.socket);
+  std::vector<json> raw;
+  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, listAll(api, query, &raw));
+  if (global.json) {
+    printJson(json{{"jobs", raw}});
+    return Status::ok();
+  }
+  std::cout << formatQueue(jobs, now());
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- show
+
+Status runShow(const GlobalOptions& global, const std::string& job_text) {
+  GPOOL_ASSIGN_OR_RETURN(JobRef ref, parseJobRef(job_text));
+  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(uint64_t id, resolve(api, ref));
+  GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/jobs/" + std::to_string(id)));
+  if (global.json) {
+    printJson(answer);
+    return Status::ok();
+  }
+  api::Job job;
+  GPOOL_RETURN_IF_ERROR(api::fromJson(answer, &job, "gpoold's job"));
+  std::cout << formatJob(job, now());
+  return Status::ok();
+}
+
+// ---------------------------------------------------------------- cancel
+
+struct CancelArgs {
+  std::vector<std::string> jobs;
+  bool mine = false;
+};
+
+Status runCancel(const GlobalOptions& global, const CancelArgs& a) {
+  if (a.mine == !a.jobs.empty()) {
+    return Status::invalidArgument(
+        a.mine ? "give job ids or --mine, not both"
+               : "which jobs? give job ids (gpool cancel 42 43) or --mine for all of yours");
+  }
+  ApiClient api(global.socket);
+  std::vector<std::string> targets = a.jobs;
+  if (a.mine) {
+    GPOOL_ASSIGN_OR_RETURN(
+        std::vector<api::Job> mine,
+        listAll(api, "&user=" + net::percentEncode(currentUser()) + activeStatesQuery(), nullptr));
+    for (const api::Job& job : mine)
+      targets.push_back(std::to_string(job.id));
+  }
+  json results = json::array();
+  std::vector<std::string> failed;
+  Status first_failure;
+  for (const std::string& text : targets) {
+    Status s;
+    Result<JobRef> ref = parseJobRef(text);
+    if (!ref.ok()) {
+      s = ref.status();
+    } else {
+      Result<uint64_t> id = resolve(api, *ref);
+      if (!id.ok()) {
+        s = id.status();
+      } else {
+        Result<json> answer = api.post("/v1/jobs/" + std::to_string(*id) + "/cancel", "");
+        if (answer.ok()) {
+          results.push_back(*answer);
+          if (!global.json) std::cout << "Cancelled job " << text << "\n";
+          continue;
+        }
+        s = answer.status();
+      }
+    }
+    // The controller cannot be reached: the rest would fail the same way.
+    if (s.code() == StatusCode::kUnavailable) return s;
+    std::cerr << "gpool: cannot cancel job " << text << ": " << s.message() << "\n";
+    results.push_back(json{
+        {"job", text},
+        {"error", {{"code", std::string(statusCodeName(s.code()))}, {"message", s.message()}}}});
+    failed.push_back(text);
+    if (first_failure.isOk()) first_failure = s;
+  }
+  if (global.json) printJson(json{{"results", results}});
+  if (a.mine && targets.empty() && !global.json) std::cout << "No jobs of yours to cancel\n";
+  if (failed.empty()) return Status::ok();
+  std::string list;
+  for (size_t i = 0; i < failed.size(); ++i)
+    list += (i ? ", " : "") + failed[i];
+  return Status(first_failure.code(), std::to_string(failed.size()) + " of " +
+                                          std::to_string(targets.size()) +
+                                          " cancellations failed (jobs " + list + ")");
+}
+
+// ---------------------------------------------------------------- nodes
+
+Status runNodes(const GlobalOptions& global) {
+  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/nodes"));
+  if (global.json) {
+    printJson(answer);
+    return Status::ok();
+  }
+  std::vector<api::Node> nodes;
+  if (!answer.contains("nodes") || !answer["nodes"].is_array()) {
+    return Status::internal("gpoold's node list has no 'nodes' array");
+  }
+  for (const json& j : answer["nodes"]) {
+    api::Node node;
+    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &node, "gpoold's node"));
+    nodes.push_back(std::move(node));
+  }
+  // Usage comes from the jobs that hold resources, as far as the caller may list them.
+  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> running,
+                         listAll(api, "&state=RUNNING&state=COMPLETING", nullptr));
+  if (nodes.empty()) {
+    std::cout << "No nodes registered yet (start gpool-agent on a GPU server)\n";
+    return Status::ok();
+  }
+  std::cout << formatNodes(nodes, usageByNode(running));
+  return Status::ok();
+}
+
+// Runs `body`; a failure is printed and becomes the process exit code.
+template <typename F>
+std::function<void()> reporting(F body) {
+  return [body] {
+    Status s = body();
+    if (s.isOk()) return;
+    std::cerr << "gpool: " << s.message() << "\n";
+    throw CLI::RuntimeError(exitCodeFor(s.code()));
+  };
+}
+
+}  // namespace
+
+std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& args,
+                                              GlobalOptions* global) {
+  // Global options before the command: --socket takes a value.
+  size_t i = 0;
+  while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {
+    i += args[i] == "--socket" ? 2 : 1;
+  }
+  if (i >= args.size() || args[i] != "submit") return args;
+  std::vector<std::string> kept(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  for (++i; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      global->submit_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      global->submit_command = true;
+      return kept;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      global->submit_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      return kept;
+    }
+    std::string name = arg.substr(arg.rfind("--", 0) == 0 ? 2 : 1);
+    bool has_value = name.find('=') != std::string::npos;
+    name = name.substr(0, name.find('='));
+    const SubmitFlagDef* def = findSubmitFlag(name);
+    bool global_flag = name == "socket" || name == "json" || name == "help" || name == "h";
+    if (!def && !global_flag) {
+      // CLI11 would only say "not expected"; submit names the flag and suggests one.
+      if (global->submit_error.empty()) global->submit_error = unknownSubmitFlag(name);
+      continue;
+    }
+    kept.push_back(arg);
+    if (!has_value && ((def && def->value_name) || name == "socket") && i + 1 < args.size()) {
+      kept.push_back(args[++i]);  // its value
+    }
+  }
+  return kept;
+}
+
+std::string defaultSocketPath() {
+  const char* env = std::getenv("GPOOL_SOCKET");
+  if (env && *env) return env;
+  return "/run/gpool/gpoold.sock";
+}
+
+void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global) {
+  const std::string footer =
+      "Global options (before or after the command):\n"
+      "  --socket PATH  the controller's Unix socket (default: $GPOOL_SOCKET, else "
+      "/run/gpool/gpoold.sock)\n"
+      "  --json         print JSON (the server's answer) instead of tables\n"
+      "Exit codes: 0 ok, 2 bad arguments, 3 not found, 4 permission denied, 5 wrong state, 6 "
+      "quota, 7 controller unreachable (docs/cli-exit-codes.md)\n";
+  // ---- submit
+  auto submit_args = std::make_shared<SubmitArgs>();
+  auto* submit = app.add_subcommand(
+      "submit", "Submit a batch job: a script with #GPOOL directive lines, or a command after --");
+  for (const SubmitFlagDef& def : submitFlagDefs()) {
+    std::string flag = std::string("--") + def.name;
+    if (!def.value_name) {
+      submit->add_flag(flag, submit_args->switches[def.name], def.help);
+      continue;
+    }
+    submit
+        ->add_option(flag, submit_args->values[def.name],
+                     def.help + std::string(def.repeatable ? " (repeatable)" : ""))
+        ->type_name(def.value_name)
+        ->expected(1)
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  submit->callback(reporting([global, submit_args] {
+    submit_args->args = global->submit_args;
+    return runSubmit(*global, *submit_args);
+  }));
+  submit->footer(
+      "Usage: gpool submit [OPTIONS] SCRIPT [ARGS...]   (#GPOOL lines in SCRIPT hold more "
+      "options)\n       gpool submit [OPTIONS] -- CMD [ARGS...]\n\n" +
+      footer);
+
+  // ---- queue
+  auto queue_args = std::make_shared<QueueArgs>();
+  auto* queue = app.add_subcommand(
+      "queue", "List jobs, like squeue (default: your pending and running jobs)");
+  queue->add_option("-u,--user", queue_args->user, "the jobs of this user");
+  queue
+      ->add_option("-s,--state", queue_args->states,
+                   "only these states, comma-separated codes or names (PD,R,CD...), or all")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  queue->add_flag("-a,--all", queue_args->all,
+                  "every user's jobs (as far as your role lets you see them)");
+  queue->footer(footer);
+  queue->callback(reporting([global, queue_args] { return runQueue(*global, *queue_args); }));
+
+  // ---- show
+  auto show_job = std::make_shared<std::string>();
+  auto* show = app.add_subcommand("show", "Show every field of one job");
+  show->add_option("job", *show_job, "job id: 42, or 42_3 for an array element")->required();
+  show->footer(footer);
+  show->callback(reporting([global, show_job] { return runShow(*global, *show_job); }));
+
+  // ---- cancel
+  auto cancel_args = std::make_shared<CancelArgs>();
+  auto* cancel = app.add_subcommand("cancel", "Cancel jobs: the ones named, or all of yours");
+  cancel->add_option("jobs", cancel_args->jobs, "job ids: 42, 42_3 (an array element)");
+  cancel->add_flag("--mine", cancel_args->mine, "every pending or running job of yours");
+  cancel->footer(footer);
+  cancel->callback(reporting([global, cancel_args] { return runCancel(*global, *cancel_args); }));
+
+  // ---- nodes
+  auto* nodes = app.add_subcommand("nodes", "List the pool's servers and their GPUs, like sinfo");
+  nodes->footer(footer);
+  nodes->callback(reporting([global] { return runNodes(*global); }));
+}
+
+}  // namespace gpool::cli

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "api/job.h"
+#include "api/node.h"
+#include "common/clock.h"
+
+// The human output of the gpool commands: aligned tables, squeue/sinfo-like rows, and the
+// long form of one job. Pure functions of their inputs (the current time is a parameter), so
+// tests check exact text.
+namespace gpool::cli {
+
+enum class Align { kLeft, kRight };
+
+// Columns padded to their widest cell and separated by two spaces; trailing blanks removed;
+// every line ends with '\n'. `align` may be shorter than the header (the rest is kLeft).
+std::string formatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows,
+                        const std::vector<Align>& align = {});
+
+// How long a job has run: until `now` while it holds resources, until its end time once
+// finished, 0 while pending. In [days-]hh:mm:ss ("00:00:00", "1-02:03:04").
+std::string jobElapsed(const api::Job& job, TimePoint now);
+
+// The GPUs a job asks for, all tasks together: "0", "0.25", "2", "0.5x4" (a slice per task for
+// 4 tasks), "8".
+std::string jobGpus(const api::JobSpec& spec);
+
+// squeue's NODE(REASON) column: the nodes it runs on, or its reason in parentheses while
+// pending ("(Resources)"), or "(None)".
+std::string jobWhere(const api::Job& job);
+
+// `gpool queue`'s table: JOBID NAME USER ST TIME GPUS NODE(REASON).
+std::string formatQueue(const std::vector<api::Job>& jobs, TimePoint now);
+
+// `gpool show`'s long form: one "Key: value" line per field (scontrol show job style).
+std::string formatJob(const api::Job& job, TimePoint now);
+
+// What is allocated on one node, summed from the allocations of the jobs that hold resources.
+struct NodeUsage {
+  uint32_t slices = 0;             // slices allocated (a whole exclusive GPU counts one)
+  uint64_t gpu_compute_milli = 0;  // compute allocated, thousandths of a GPU, all GPUs
+  uint64_t cpus_milli = 0;
+  uint64_t ram_mib = 0;
+};
+// Sums the allocations of `jobs` per node name (only jobs that hold resources count).
+std::vector<std::pair<std::string, NodeUsage>> usageByNode(const std::vector<api::Job>& jobs);
+
+// "2x A100" or "4x A100, 2x H100" for a node's GPUs; "-" without GPUs.
+std::string nodeGpus(const api::Node& node);
+
+// `gpool nodes`' table: NODE STATE GPUS SLICES(free/used) CPU(used/total) MEM(used/total).
+// SLICES "free" is the GPU compute still free in GPUs ("1.75"), "used" the number of slices
+// allocated; `usage` comes from usageByNode.
+std::string formatNodes(const std::vector<api::Node>& nodes,
+                        const std::vector<std::pair<std::string, NodeUsage>>& usage);
+
+}  // namespace gpool::cli

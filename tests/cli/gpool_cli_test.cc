@@ -1,0 +1,380 @@
+// Runs the real `gpool` binary against a real gpoold (temp SQLite store, Unix socket). There are
+// no agents, so jobs stay PENDING unless a test places one with `gpoold --once` first. No
+// sleeps: the test blocks on gpoold's "ready" line and on waitpid.
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "controller/controller_fixture.h"
+#include "store/api_codec.h"
+
+namespace gpool::cli {
+namespace {
+
+using nlohmann::json;
+namespace ct = controller::testing;
+
+const std::string kGpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
+const std::string kGpoold = std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold";
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Output {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `program` with `args` (and `env` added), stdout and stderr into files under `dir`.
+Output runProgram(const std::string& program, const std::vector<std::string>& args,
+                  const std::string& dir,
+                  const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  const std::string out_path = dir + "/stdout";
+  const std::string err_path = dir + "/stderr";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    for (const auto& [k, v] : env)
+      setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(program.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Output o;
+  o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = readFile(out_path);
+  o.err = readFile(err_path);
+  return o;
+}
+
+// The user running the test, as gpoold names the socket's peer.
+std::string me() {
+  struct passwd* pw = getpwuid(geteuid());
+  return pw ? pw->pw_name : "#" + std::to_string(geteuid());
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class GpoolCliTest : public ::testing::Test {
+ protected:
+  void TearDown() override { stopDaemon(); }
+
+  std::string writeConfig() {
+    std::string path = dir_.path() + "/gpoold.toml";
+    std::ofstream(path) << "[controller]\nstore = \"" << db_ << "\"\n"
+                        << "sqlite_synchronous = \"NORMAL\"\nsocket = \"" << socket_ << "\"\n"
+                        << "[log]\nlevel = \"warn\"\n";
+    return path;
+  }
+
+  void startDaemon() {
+    std::string config = writeConfig();
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execl(kGpoold.c_str(), kGpoold.c_str(), "--config", config.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[1]);
+    FILE* out = fdopen(fds[0], "r");
+    char line[256] = {0};
+    ASSERT_NE(fgets(line, sizeof line, out), nullptr);
+    fclose(out);
+    ASSERT_EQ(std::string(line), "ready\n");
+  }
+
+  void stopDaemon() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+
+  Output gpool(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--socket", socket_});
+    return runProgram(kGpool, args, dir_.path());
+  }
+
+  ct::TempDir dir_;
+  std::string db_ = dir_.path() + "/gpool.db";
+  std::string socket_ = dir_.path() + "/gpoold.sock";
+  pid_t pid_ = -1;
+};
+
+TEST_F(GpoolCliTest, SubmitQueueShowCancel) {
+  startDaemon();
+  Output submitted =
+      gpool({"submit", "--gpus", "0.5", "--name", "hello", "--time", "1h", "--", "sleep", "100"});
+  ASSERT_EQ(submitted.rc, 0) << submitted.err;
+  EXPECT_EQ(submitted.out, "Submitted job 1\n");
+
+  Output queue = gpool({"queue"});
+  ASSERT_EQ(queue.rc, 0) << queue.err;
+  std::istringstream lines(queue.out);
+  std::string header, row, extra;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_FALSE(std::getline(lines, extra));
+  EXPECT_EQ(header.rfind("JOBID  NAME   USER", 0), 0u) << queue.out;
+  EXPECT_TRUE(contains(header, "ST      TIME  GPUS  NODE(REASON)")) << queue.out;
+  EXPECT_EQ(row.rfind("    1  hello  " + me(), 0), 0u) << queue.out;
+  EXPECT_TRUE(contains(row, "  PD  00:00:00   0.5  (")) << queue.out;
+
+  Output queue_json = gpool({"queue", "--json"});
+  ASSERT_EQ(queue_json.rc, 0) << queue_json.err;
+  json listed = json::parse(queue_json.out);
+  ASSERT_EQ(listed["jobs"].size(), 1u);
+  EXPECT_EQ(listed["jobs"][0]["spec"]["name"], "hello");
+  EXPECT_EQ(listed["jobs"][0]["state"], "PENDING");
+
+  Output show = gpool({"show", "1"});
+  ASSERT_EQ(show.rc, 0) << show.err;
+  EXPECT_TRUE(contains(show.out, "Name:")) << show.out;
+  EXPECT_TRUE(contains(show.out, " hello\n")) << show.out;
+  EXPECT_TRUE(contains(show.out, "TimeLimit:")) << show.out;
+  EXPECT_TRUE(contains(show.out, " 01:00:00\n")) << show.out;
+  EXPECT_TRUE(contains(show.out, "Command:")) << show.out;
+  EXPECT_TRUE(contains(show.out, " sleep 100\n")) << show.out;
+  Output show_json = gpool({"--json", "show", "1"});
+  ASSERT_EQ(show_json.rc, 0) << show_json.err;
+  json job = json::parse(show_json.out);
+  EXPECT_EQ(job["spec"]["resources"]["gpus_milli"], 500);
+  EXPECT_EQ(job["spec"]["command"], (json{"sleep", "100"}));
+
+  Output cancelled = gpool({"cancel", "1"});
+  EXPECT_EQ(cancelled.rc, 0) << cancelled.err;
+  EXPECT_EQ(cancelled.out, "Cancelled job 1\n");
+  Output again = gpool({"cancel", "1"});
+  EXPECT_EQ(again.rc, 5);  // failed_precondition
+  EXPECT_TRUE(contains(again.err, "cannot cancel job 1: ")) << again.err;
+  EXPECT_TRUE(contains(again.err, "1 of 1 cancellations failed (jobs 1)")) << again.err;
+
+  // The default queue shows active jobs; --state picks others.
+  Output empty = gpool({"queue"});
+  EXPECT_EQ(empty.out, "JOBID  NAME  USER  ST  TIME  GPUS  NODE(REASON)\n");
+  Output finished = gpool({"queue", "--state", "CA"});
+  EXPECT_TRUE(contains(finished.out, "  CA  ")) << finished.out;
+}
+
+TEST_F(GpoolCliTest, ArraySubmitAndCancelOfSeveral) {
+  startDaemon();
+  Output submitted = gpool({"submit", "--array", "0-3", "--gpus", "1", "--", "true"});
+  ASSERT_EQ(submitted.rc, 0) << submitted.err;
+  EXPECT_EQ(submitted.out, "Submitted array job 1 (4 elements, jobs 1-4)\n");
+  Output json_submit = gpool({"submit", "--json", "--", "true"});
+  ASSERT_EQ(json_submit.rc, 0) << json_submit.err;
+  EXPECT_EQ(json::parse(json_submit.out), (json{{"ids", {5}}}));
+
+  Output queue = gpool({"queue"});
+  for (const char* id : {"1_0", "1_1", "1_2", "1_3"}) {
+    EXPECT_TRUE(contains(queue.out, std::string(id) + "  true")) << queue.out;
+  }
+  Output show = gpool({"show", "1_2"});
+  ASSERT_EQ(show.rc, 0) << show.err;
+  EXPECT_TRUE(contains(show.out, "1_2 (id 3)")) << show.out;
+  EXPECT_EQ(gpool({"show", "1_9"}).rc, 3);
+
+  Output cancelled = gpool({"cancel", "1_1", "999", "1_3"});
+  EXPECT_EQ(cancelled.rc, 3);  // not_found for 999
+  EXPECT_EQ(cancelled.out, "Cancelled job 1_1\nCancelled job 1_3\n");
+  EXPECT_TRUE(contains(cancelled.err, "cannot cancel job 999: ")) << cancelled.err;
+  EXPECT_TRUE(contains(cancelled.err, "1 of 3 cancellations failed (jobs 999)")) << cancelled.err;
+
+  Output mine = gpool({"cancel", "--mine"});
+  EXPECT_EQ(mine.rc, 0) << mine.err;
+  EXPECT_EQ(mine.out, "Cancelled job 1\nCancelled job 3\nCancelled job 5\n");
+  Output none = gpool({"cancel", "--mine"});
+  EXPECT_EQ(none.out, "No jobs of yours to cancel\n");
+  Output all = gpool({"queue", "--all", "--state", "all", "--json"});
+  ASSERT_EQ(all.rc, 0) << all.err;
+  json jobs = json::parse(all.out)["jobs"];
+  ASSERT_EQ(jobs.size(), 5u);
+  for (const json& j : jobs)
+    EXPECT_EQ(j["state"], "CANCELLED");
+}
+
+TEST_F(GpoolCliTest, ScriptDirectives) {
+  startDaemon();
+  std::string script = dir_.path() + "/train.sh";
+  std::ofstream(script) << "#!/bin/bash\n"
+                           "# trains\n"
+                           "#GPOOL --gpus 2 --time 2h\n"
+                           "#GPOOL --export A=1 --name fromscript\n"
+                           "python train.py \"$@\"\n"
+                           "#GPOOL --gpus 8\n";
+  Output submitted = gpool({"submit", "--time", "30m", script, "--lr", "3"});
+  ASSERT_EQ(submitted.rc, 0) << submitted.err;
+  EXPECT_EQ(submitted.out, "Submitted job 1\n");
+  Output shown = gpool({"show", "--json", "1"});
+  ASSERT_EQ(shown.rc, 0) << shown.err;
+  json spec = json::parse(shown.out)["spec"];
+  EXPECT_EQ(spec["resources"]["gpus_milli"], 2000);
+  EXPECT_EQ(spec["time_limit_seconds"], 1800);  // the command line wins
+  EXPECT_EQ(spec["name"], "fromscript");
+  EXPECT_EQ(spec["env"], (json{{"A", "1"}}));
+  EXPECT_EQ(spec["command"], (json{"/bin/bash", script, "--lr", "3"}));
+
+  std::string bad = dir_.path() + "/bad.sh";
+  std::ofstream(bad) << "#!/bin/sh\n#GPOOL --gpu 2\necho\n";
+  Output rejected = gpool({"submit", bad});
+  EXPECT_EQ(rejected.rc, 2);
+  EXPECT_EQ(rejected.err, "gpool: " + bad + ":2: unknown flag '--gpu' (did you mean '--gpus'?)\n");
+  std::string bad_value = dir_.path() + "/bad-value.sh";
+  std::ofstream(bad_value) << "#GPOOL --mem lots\n";
+  Output bad_mem = gpool({"submit", bad_value});
+  EXPECT_EQ(bad_mem.rc, 2);
+  EXPECT_TRUE(contains(bad_mem.err, bad_value + ":1: --mem: ")) << bad_mem.err;
+}
+
+TEST_F(GpoolCliTest, BadArgumentsExitWithTwoAndSayWhy) {
+  startDaemon();
+  Output gpus = gpool({"submit", "--gpus", "1.5", "--", "true"});
+  EXPECT_EQ(gpus.rc, 2);
+  EXPECT_EQ(gpus.err.rfind("gpool: --gpus: ", 0), 0u) << gpus.err;
+  Output typo = gpool({"submit", "--gpu", "2", "--", "true"});
+  EXPECT_EQ(typo.rc, 2);
+  EXPECT_EQ(typo.err, "gpool: unknown flag '--gpu' (did you mean '--gpus'?)\n");
+  Output missing = gpool({"submit", "nope.sh"});
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_TRUE(contains(missing.err, "'nope.sh' is not a file")) << missing.err;
+  Output nothing = gpool({"submit"});
+  EXPECT_EQ(nothing.rc, 2);
+  EXPECT_TRUE(contains(nothing.err, "nothing to run")) << nothing.err;
+  Output state = gpool({"queue", "--state", "XX"});
+  EXPECT_EQ(state.rc, 2);
+  EXPECT_TRUE(contains(state.err, "--state: 'XX' is not a job state")) << state.err;
+  Output both = gpool({"queue", "--all", "--user", "bob"});
+  EXPECT_EQ(both.rc, 2);
+  Output id = gpool({"show", "abc"});
+  EXPECT_EQ(id.rc, 2);
+  EXPECT_TRUE(contains(id.err, "'abc' is not a job id")) << id.err;
+  Output unknown_job = gpool({"show", "999"});
+  EXPECT_EQ(unknown_job.rc, 3);
+  Output flag = gpool({"queue", "--bogus"});
+  EXPECT_EQ(flag.rc, 2);
+  Output no_command = gpool({});
+  EXPECT_EQ(no_command.rc, 2);
+  Output cancel_what = gpool({"cancel"});
+  EXPECT_EQ(cancel_what.rc, 2);
+  EXPECT_TRUE(contains(cancel_what.err, "--mine")) << cancel_what.err;
+  // Nothing was submitted by any of these.
+  EXPECT_EQ(gpool({"queue", "--state", "all", "--json"}).out, "{\n  \"jobs\": []\n}\n");
+}
+
+TEST_F(GpoolCliTest, HelpOnEveryCommand) {
+  for (const char* command : {"submit", "queue", "show", "cancel", "nodes"}) {
+    Output help = gpool({command, "--help"});
+    EXPECT_EQ(help.rc, 0) << command;
+    EXPECT_TRUE(contains(help.out, "--json")) << command << ": " << help.out;
+  }
+  EXPECT_TRUE(contains(gpool({"submit", "--help"}).out, "--gpu-mem SIZE"));
+}
+
+TEST_F(GpoolCliTest, UnreachableControllerSaysHowToFixIt) {
+  // No daemon: the socket does not exist.
+  Output o = gpool({"queue"});
+  EXPECT_EQ(o.rc, 7);  // unavailable
+  EXPECT_TRUE(contains(o.err, "gpool: cannot reach gpoold at unix:" + socket_)) << o.err;
+  EXPECT_TRUE(contains(o.err, "is it running?")) << o.err;
+  EXPECT_TRUE(contains(o.err, "GPOOL_SOCKET")) << o.err;
+  // Without --socket, $GPOOL_SOCKET names the socket.
+  std::string other = dir_.path() + "/other.sock";
+  Output env = runProgram(kGpool, {"nodes"}, dir_.path(), {{"GPOOL_SOCKET", other}});
+  EXPECT_EQ(env.rc, 7);
+  EXPECT_TRUE(contains(env.err, "unix:" + other)) << env.err;
+  Output cancel = gpool({"cancel", "1", "2"});
+  EXPECT_EQ(cancel.rc, 7);
+  EXPECT_TRUE(contains(cancel.err, "cannot reach gpoold")) << cancel.err;
+}
+
+TEST_F(GpoolCliTest, NodesAndARunningJob) {
+  {
+    auto store = ct::openStore(db_);
+    ASSERT_TRUE(store::saveApiNode(*store, ct::makeNode("gpu-01", 2)).isOk());
+    api::Node drained = ct::makeNode("gpu-02", 1);
+    drained.state = api::NodeState::kDrained;
+    drained.state_reason = "maintenance";
+    ASSERT_TRUE(store::saveApiNode(*store, drained).isOk());
+    ASSERT_TRUE(store::submitApiJob(*store, me(), geteuid(), "", ct::makeSpec(500, "placed"),
+                                    realClock().now())
+                    .ok());
+  }
+  // One scheduling pass places the job (no agent runs it, so it stays RUNNING).
+  Output once = runProgram(kGpoold, {"--config", writeConfig(), "--once"}, dir_.path());
+  ASSERT_EQ(once.rc, 0) << once.err;
+  ASSERT_EQ(once.out, "pass: started=1 pending=0 nodes=2\n");
+  startDaemon();
+
+  Output nodes = gpool({"nodes"});
+  ASSERT_EQ(nodes.rc, 0) << nodes.err;
+  std::istringstream lines(nodes.out);
+  std::string header, first, second, note;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  std::getline(lines, note);
+  EXPECT_EQ(header.rfind("NODE    STATE", 0), 0u) << nodes.out;
+  EXPECT_TRUE(contains(header, "GPUS     SLICES(free/used)  CPU(used/total)  MEM(used/total)"))
+      << nodes.out;
+  EXPECT_EQ(first.rfind("gpu-01  ", 0), 0u) << nodes.out;
+  EXPECT_TRUE(contains(first, "2x A100  ")) << nodes.out;
+  EXPECT_TRUE(contains(first, "  1.5/1  ")) << nodes.out;
+  EXPECT_TRUE(contains(first, "  1/64  ")) << nodes.out;
+  EXPECT_EQ(second.rfind("gpu-02  DRAINED (maintenance)  1x A100", 0), 0u) << nodes.out;
+  EXPECT_TRUE(contains(second, "  1/0  ")) << nodes.out;
+  EXPECT_EQ(note, "(some GPUs are simulated by the fake backend)");
+
+  Output nodes_json = gpool({"nodes", "--json"});
+  ASSERT_EQ(nodes_json.rc, 0) << nodes_json.err;
+  json j = json::parse(nodes_json.out);
+  ASSERT_EQ(j["nodes"].size(), 2u);
+  EXPECT_EQ(j["nodes"][0]["name"], "gpu-01");
+  EXPECT_EQ(j["nodes"][0]["gpus"].size(), 2u);
+
+  Output queue = gpool({"queue"});
+  ASSERT_EQ(queue.rc, 0) << queue.err;
+  EXPECT_TRUE(contains(queue.out, "    1  placed  " + me())) << queue.out;
+  EXPECT_TRUE(contains(queue.out, "  R   ")) << queue.out;
+  EXPECT_TRUE(contains(queue.out, "   0.5  gpu-01\n")) << queue.out;
+  Output show = gpool({"show", "1"});
+  EXPECT_TRUE(contains(show.out, "task 0 on gpu-01")) << show.out;
+}
+
+}  // namespace
+}  // namespace gpool::cli
