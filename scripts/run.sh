@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The README's run command: installs the Debian packages, builds gpool (release preset) and runs
-# the main job that exists today: the scheduler on the published FGD experiment (openb trace,
-# 1,213 servers, 10 seeds), printed side by side with the paper's figures and drawn to
-# out/fgd-alloc.svg. With arguments, runs `gpool ARGS...` instead.
+# The README's run command: installs the Debian packages, builds gpool (release preset) and
+# brings up a whole pool on this machine with demo jobs (`gpool up --demo`: gpoold and one agent
+# per server; simulated GPUs, labelled so, when NVML finds none), then shows its servers and its
+# queue. Stop it with `build/release/src/cli/gpool down`. With arguments, runs `gpool ARGS...`
+# instead (e.g. `scripts/run.sh sim fgd --compare`, the published FGD experiment).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -10,7 +11,16 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"
 GPOOL=build/release/src/cli/gpool
 if [ $# -gt 0 ]; then exec "$GPOOL" "$@"; fi
-mkdir -p out
 "$GPOOL" version
-exec "$GPOOL" sim fgd --compare --seeds 42-51 --threads "$(nproc)" \
-  --svg out/fgd-alloc.svg --frag-svg out/fgd-frag.svg
+"$GPOOL" up --demo
+socket=$("$GPOOL" up --status | sed -n 's/.*socket \(.*\)$/\1/p' | head -1)
+export GPOOL_SOCKET="$socket"
+echo
+echo "\$ gpool nodes"
+"$GPOOL" nodes
+echo
+echo "\$ gpool queue --all"
+"$GPOOL" queue --all
+echo
+echo "The pool keeps running. Try: export GPOOL_SOCKET=$socket; $GPOOL queue --all"
+echo "Stop it with: $GPOOL down"

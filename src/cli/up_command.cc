@@ -306,7 +306,9 @@ void printStatus(const PoolFile& p, const std::string& dir) {
   for (const json& n : nodes->value("nodes", json::array())) {
     size_t gpus = n.contains("gpus") ? n["gpus"].size() : 0;
     std::string model = gpus ? n["gpus"][0].value("model", "?") : "-";
-    bool simulated = gpus && n["gpus"][0].value("simulated", false);
+    // The fake backend already names its models "... (simulated)".
+    bool simulated = gpus && n["gpus"][0].value("simulated", false) &&
+                     model.find("simulated") == std::string::npos;
     std::printf("  node %-16s %-10s %zu x %s%s\n", n.value("name", "?").c_str(),
                 n.value("state", "?").c_str(), gpus, model.c_str(),
                 simulated ? " (simulated)" : "");
