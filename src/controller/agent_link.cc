@@ -123,6 +123,26 @@ Status fromJson(const json& j, ReportJson* out, std::string_view path) {
   return r.finish();
 }
 
+// What a task report says, for applyReport. `t.assignment` must be set. A template because
+// AgentLink::TaskReport is private: only AgentLink's members may name it (as the argument).
+template <typename TaskReport>
+TaskReport taskReportFrom(const ReportJson& t) {
+  TaskReport report;
+  report.job_id = t.assignment->job_id;
+  report.task = t.assignment->task;
+  report.attempt = t.assignment->attempt;
+  report.lease_epoch = t.assignment->lease_epoch;
+  report.state = t.state;
+  report.final_state = t.final_state;
+  report.pid = t.pid;
+  report.exit_code = t.exit_code;
+  report.signal = t.signal;
+  report.oom_killed = t.oom_killed;
+  report.timed_out = t.timed_out;
+  report.cancelled = t.cancelled;
+  return report;
+}
+
 struct MigJson {};
 Status fromJson(const json& j, MigJson*, std::string_view path) {
   std::string s;
@@ -501,20 +521,7 @@ Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) 
   // what it should run.
   for (const ReportJson& t : tasks) {
     if (!t.assignment) continue;
-    TaskReport report;
-    report.job_id = t.assignment->job_id;
-    report.task = t.assignment->task;
-    report.attempt = t.assignment->attempt;
-    report.lease_epoch = t.assignment->lease_epoch;
-    report.state = t.state;
-    report.final_state = t.final_state;
-    report.pid = t.pid;
-    report.exit_code = t.exit_code;
-    report.signal = t.signal;
-    report.oom_killed = t.oom_killed;
-    report.timed_out = t.timed_out;
-    report.cancelled = t.cancelled;
-    applyReport(session, report);
+    applyReport(session, taskReportFrom<TaskReport>(t));
   }
   // The loop runs a pass soon: the node's resources are back.
   if (loop_) loop_->jobsChanged();
@@ -587,20 +594,7 @@ Status AgentLink::onTaskUpdate(const SessionPtr& session, const json& body) {
   ReportJson t;
   GPOOL_RETURN_IF_ERROR(fromJson(body, &t, ""));
   if (!t.assignment) return Status::invalidArgument("assignment: required field is missing");
-  TaskReport report;
-  report.job_id = t.assignment->job_id;
-  report.task = t.assignment->task;
-  report.attempt = t.assignment->attempt;
-  report.lease_epoch = t.assignment->lease_epoch;
-  report.state = t.state;
-  report.final_state = t.final_state;
-  report.pid = t.pid;
-  report.exit_code = t.exit_code;
-  report.signal = t.signal;
-  report.oom_killed = t.oom_killed;
-  report.timed_out = t.timed_out;
-  report.cancelled = t.cancelled;
-  applyReport(session, report);
+  applyReport(session, taskReportFrom<TaskReport>(t));
   return Status::ok();
 }
 

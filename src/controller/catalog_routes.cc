@@ -107,114 +107,109 @@ bool maySeeQuota(const Caller& caller, const store::QuotaRecord& q) {
                                                   : maySeeUser(caller, q.name);
 }
 
-Status addUserRoutes(net::Router& router, const Context& ctx) {
-  store::Store& store = *ctx.store;
-  Status added = router.add(
-      net::Method::kGet, "/v1/users",
-      authed(ctx, {}, [&store](const Caller& caller, const net::Request&) -> Result<net::Response> {
-        GPOOL_ASSIGN_OR_RETURN(std::vector<store::UserRecord> records, store.listUsers());
-        json out = json::array();
-        for (const store::UserRecord& r : records) {
-          GPOOL_ASSIGN_OR_RETURN(api::User user, store::loadApiUser(store, r.name));
-          if (maySeeUser(caller, user.name, user.groups)) out.push_back(api::toJson(user));
-        }
-        return jsonResponse(200, json{{"users", std::move(out)}});
-      }));
-  if (!added.isOk()) return added;
+// What differs between the two kinds of account, users and groups; the routes are the same.
+template <typename Account>
+struct AccountKind;
 
-  added = router.add(
-      net::Method::kGet, "/v1/users/{name}",
-      authed(ctx, {},
-             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "user name"));
-               GPOOL_ASSIGN_OR_RETURN(api::User user, store::loadApiUser(store, name));
-               if (!maySeeUser(caller, user.name, user.groups)) {
-                 return Status::permissionDenied(std::string(roleName(caller.role)) + " '" +
-                                                 caller.user + "' may not read user '" + name +
-                                                 "'");
-               }
-               return jsonResponse(200, api::toJson(user));
-             }));
-  if (!added.isOk()) return added;
+template <>
+struct AccountKind<api::User> {
+  static constexpr std::string_view kName = "user";
+  static constexpr std::string_view kPlural = "users";
+  static Result<std::vector<store::UserRecord>> list(store::Store& s) { return s.listUsers(); }
+  static Result<api::User> load(store::Store& s, const std::string& name) {
+    return store::loadApiUser(s, name);
+  }
+  static Status save(store::Store& s, const api::User& user) { return store::saveApiUser(s, user); }
+  static bool exists(store::Store& s, const std::string& name) { return s.getUser(name).ok(); }
+  static Status remove(store::Store& s, const std::string& name) { return s.deleteUser(name); }
+  static bool visible(const Caller& caller, const api::User& user) {
+    return maySeeUser(caller, user.name, user.groups);
+  }
+};
 
-  added = router.add(
-      net::Method::kPut, "/v1/users/{name}",
-      authed(ctx, {},
-             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "user name"));
-               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "change user '" + name + "'"));
-               GPOOL_ASSIGN_OR_RETURN(json body, putBody(req, name, "user"));
-               api::User user;
-               GPOOL_RETURN_IF_ERROR(api::fromJson(body, &user, "user"));
-               bool existed = store.getUser(name).ok();
-               GPOOL_RETURN_IF_ERROR(store::saveApiUser(store, user));
-               GPOOL_ASSIGN_OR_RETURN(api::User saved, store::loadApiUser(store, name));
-               return jsonResponse(existed ? 200 : 201, api::toJson(saved));
-             }));
-  if (!added.isOk()) return added;
-
-  return router.add(
-      net::Method::kDelete, "/v1/users/{name}",
-      authed(ctx, {},
-             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "user name"));
-               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "delete user '" + name + "'"));
-               GPOOL_RETURN_IF_ERROR(store.deleteUser(name));
-               return jsonResponse(200, json{{"deleted", name}});
-             }));
-}
-
-Status addGroupRoutes(net::Router& router, const Context& ctx) {
-  store::Store& store = *ctx.store;
+template <>
+struct AccountKind<api::Group> {
+  static constexpr std::string_view kName = "group";
+  static constexpr std::string_view kPlural = "groups";
+  static Result<std::vector<store::GroupRecord>> list(store::Store& s) { return s.listGroups(); }
+  static Result<api::Group> load(store::Store& s, const std::string& name) {
+    return store::loadApiGroup(s, name);
+  }
+  static Status save(store::Store& s, const api::Group& group) {
+    return store::saveApiGroup(s, group);
+  }
+  static bool exists(store::Store& s, const std::string& name) { return s.getGroup(name).ok(); }
+  static Status remove(store::Store& s, const std::string& name) { return s.deleteGroup(name); }
   // Group names and directories are no secret: everyone may read them (to pick a group to
   // submit into).
+  static bool visible(const Caller&, const api::Group&) { return true; }
+};
+
+// GET /v1/<plural>, GET, PUT and DELETE /v1/<plural>/{name}. Reading shows what the caller may
+// see; changing is for admins (checkCatalogAdmin).
+template <typename Account>
+Status addAccountRoutes(net::Router& router, const Context& ctx) {
+  using Kind = AccountKind<Account>;
+  store::Store& store = *ctx.store;
+  const std::string kind(Kind::kName);
+  const std::string collection = "/v1/" + std::string(Kind::kPlural);
+  const std::string item = collection + "/{name}";
   Status added = router.add(
-      net::Method::kGet, "/v1/groups",
-      authed(ctx, {}, [&store](const Caller&, const net::Request&) -> Result<net::Response> {
-        GPOOL_ASSIGN_OR_RETURN(std::vector<store::GroupRecord> records, store.listGroups());
+      net::Method::kGet, collection,
+      authed(ctx, {}, [&store](const Caller& caller, const net::Request&) -> Result<net::Response> {
+        GPOOL_ASSIGN_OR_RETURN(auto records, Kind::list(store));
         json out = json::array();
-        for (const store::GroupRecord& r : records) {
-          GPOOL_ASSIGN_OR_RETURN(api::Group group, store::loadApiGroup(store, r.name));
-          out.push_back(api::toJson(group));
+        for (const auto& r : records) {
+          GPOOL_ASSIGN_OR_RETURN(Account account, Kind::load(store, r.name));
+          if (Kind::visible(caller, account)) out.push_back(api::toJson(account));
         }
-        return jsonResponse(200, json{{"groups", std::move(out)}});
+        return jsonResponse(200, json{{std::string(Kind::kPlural), std::move(out)}});
       }));
   if (!added.isOk()) return added;
 
   added = router.add(
-      net::Method::kGet, "/v1/groups/{name}",
-      authed(ctx, {}, [&store](const Caller&, const net::Request& req) -> Result<net::Response> {
-        GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "group name"));
-        GPOOL_ASSIGN_OR_RETURN(api::Group group, store::loadApiGroup(store, name));
-        return jsonResponse(200, api::toJson(group));
-      }));
+      net::Method::kGet, item,
+      authed(
+          ctx, {},
+          [&store, kind](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+            GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, kind + " name"));
+            GPOOL_ASSIGN_OR_RETURN(Account account, Kind::load(store, name));
+            if (!Kind::visible(caller, account)) {
+              return Status::permissionDenied(std::string(roleName(caller.role)) + " '" +
+                                              caller.user + "' may not read " + kind + " '" + name +
+                                              "'");
+            }
+            return jsonResponse(200, api::toJson(account));
+          }));
   if (!added.isOk()) return added;
 
   added = router.add(
-      net::Method::kPut, "/v1/groups/{name}",
-      authed(ctx, {},
-             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "group name"));
-               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "change group '" + name + "'"));
-               GPOOL_ASSIGN_OR_RETURN(json body, putBody(req, name, "group"));
-               api::Group group;
-               GPOOL_RETURN_IF_ERROR(api::fromJson(body, &group, "group"));
-               bool existed = store.getGroup(name).ok();
-               GPOOL_RETURN_IF_ERROR(store::saveApiGroup(store, group));
-               GPOOL_ASSIGN_OR_RETURN(api::Group saved, store::loadApiGroup(store, name));
-               return jsonResponse(existed ? 200 : 201, api::toJson(saved));
-             }));
+      net::Method::kPut, item,
+      authed(
+          ctx, {},
+          [&store, kind](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+            GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, kind + " name"));
+            GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "change " + kind + " '" + name + "'"));
+            GPOOL_ASSIGN_OR_RETURN(json body, putBody(req, name, kind));
+            Account account;
+            GPOOL_RETURN_IF_ERROR(api::fromJson(body, &account, kind));
+            bool existed = Kind::exists(store, name);
+            GPOOL_RETURN_IF_ERROR(Kind::save(store, account));
+            GPOOL_ASSIGN_OR_RETURN(Account saved, Kind::load(store, name));
+            return jsonResponse(existed ? 200 : 201, api::toJson(saved));
+          }));
   if (!added.isOk()) return added;
 
   return router.add(
-      net::Method::kDelete, "/v1/groups/{name}",
-      authed(ctx, {},
-             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, "group name"));
-               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "delete group '" + name + "'"));
-               GPOOL_RETURN_IF_ERROR(store.deleteGroup(name));
-               return jsonResponse(200, json{{"deleted", name}});
-             }));
+      net::Method::kDelete, item,
+      authed(
+          ctx, {},
+          [&store, kind](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+            GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, kind + " name"));
+            GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "delete " + kind + " '" + name + "'"));
+            GPOOL_RETURN_IF_ERROR(Kind::remove(store, name));
+            return jsonResponse(200, json{{"deleted", name}});
+          }));
 }
 
 Status addQuotaRoutes(net::Router& router, const Context& ctx) {
@@ -374,8 +369,8 @@ Status addUsageRoute(net::Router& router, const Context& ctx) {
 }  // namespace
 
 Status addCatalogRoutes(net::Router& router, const Context& ctx) {
-  Status added = addUserRoutes(router, ctx);
-  if (added.isOk()) added = addGroupRoutes(router, ctx);
+  Status added = addAccountRoutes<api::User>(router, ctx);
+  if (added.isOk()) added = addAccountRoutes<api::Group>(router, ctx);
   if (added.isOk()) added = addQuotaRoutes(router, ctx);
   if (added.isOk()) added = addQosRoutes(router, ctx);
   if (added.isOk()) added = addUsageRoute(router, ctx);

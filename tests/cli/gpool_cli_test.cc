@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_test_util.h"
 #include "controller/controller_fixture.h"
 #include "store/api_codec.h"
 
@@ -26,53 +27,11 @@ namespace {
 
 using nlohmann::json;
 namespace ct = controller::testing;
-
-const std::string kGpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
-const std::string kGpoold = std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold";
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Output {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs `program` with `args` (and `env` added), stdout and stderr into files under `dir`.
-Output runProgram(const std::string& program, const std::vector<std::string>& args,
-                  const std::string& dir,
-                  const std::vector<std::pair<std::string, std::string>>& env = {}) {
-  const std::string out_path = dir + "/stdout";
-  const std::string err_path = dir + "/stderr";
-  pid_t pid = fork();
-  if (pid == 0) {
-    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(out, STDOUT_FILENO);
-    dup2(err, STDERR_FILENO);
-    for (const auto& [k, v] : env)
-      setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(program.c_str()));
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(program.c_str(), argv.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  Output o;
-  o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.out = readFile(out_path);
-  o.err = readFile(err_path);
-  return o;
-}
+using testing::kGpool;
+using testing::kGpoold;
+using testing::Output;
+using testing::readFile;
+using testing::runProgram;
 
 // The user running the test, as gpoold names the socket's peer.
 std::string me() {

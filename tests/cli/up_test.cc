@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_test_util.h"
 #include "common/clock.h"
 #include "net/client.h"
 #include "store/sqlite_store.h"
@@ -30,20 +31,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const std::string kGpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
-
-struct CommandResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::kGpool;
+using testing::Output;
+using testing::readFile;
 
 class UpTest : public ::testing::Test {
  protected:
@@ -51,6 +41,10 @@ class UpTest : public ::testing::Test {
     std::string tmpl = (fs::temp_directory_path() / "gpool-up-XXXXXX").string();
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
+    // gpool's own output is kept apart from the pool's directory.
+    std::string out_tmpl = (fs::temp_directory_path() / "gpool-up-out-XXXXXX").string();
+    ASSERT_NE(mkdtemp(out_tmpl.data()), nullptr);
+    out_dir_ = out_tmpl;
   }
 
   void TearDown() override {
@@ -58,31 +52,15 @@ class UpTest : public ::testing::Test {
     if (fs::exists(dir_ + "/pool.json")) gpool({"down", "--dir", dir_, "--timeout", "10"});
     std::error_code ec;
     fs::remove_all(dir_, ec);
+    fs::remove_all(out_dir_, ec);
   }
 
   // Runs gpool with `args`; stdout and stderr go to files, so neither can fill a pipe.
-  CommandResult gpool(const std::vector<std::string>& args) {
-    const std::string out = dir_ + "/.out", err = dir_ + "/.err";
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(126);
-      std::vector<char*> argv{const_cast<char*>(kGpool.c_str())};
-      for (const std::string& a : args)
-        argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(kGpool.c_str(), argv.data());
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    CommandResult r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+  Output gpool(const std::vector<std::string>& args) {
+    return testing::runProgram(kGpool, args, out_dir_);
   }
 
-  json poolFile() { return json::parse(slurp(dir_ + "/pool.json"), nullptr, false); }
+  json poolFile() { return json::parse(readFile(dir_ + "/pool.json"), nullptr, false); }
 
   static bool alive(int pid) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -122,12 +100,12 @@ class UpTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string out_dir_;
 };
 
 TEST_F(UpTest, StartsASimulatedPoolThatDownStops) {
-  CommandResult up =
-      gpool({"up", "--dir", dir_, "--servers", "2", "--simulate", "--timeout", "60"});
-  ASSERT_EQ(up.code, 0) << up.out << up.err;
+  Output up = gpool({"up", "--dir", dir_, "--servers", "2", "--simulate", "--timeout", "60"});
+  ASSERT_EQ(up.rc, 0) << up.out << up.err;
   EXPECT_NE(up.out.find("a pool of 2 server(s) is up (simulated GPUs"), std::string::npos)
       << up.out;
   EXPECT_NE(up.out.find("sim-node-2"), std::string::npos) << up.out;
@@ -153,18 +131,18 @@ TEST_F(UpTest, StartsASimulatedPoolThatDownStops) {
     EXPECT_TRUE(n["gpus"][0].value("simulated", false));
   }
 
-  CommandResult status = gpool({"up", "--dir", dir_, "--status"});
-  EXPECT_EQ(status.code, 0) << status.err;
+  Output status = gpool({"up", "--dir", dir_, "--status"});
+  EXPECT_EQ(status.rc, 0) << status.err;
   EXPECT_NE(status.out.find("running"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("(simulated)"), std::string::npos) << status.out;
 
-  CommandResult again = gpool({"up", "--dir", dir_, "--simulate"});
-  EXPECT_EQ(again.code, 0) << again.err;
+  Output again = gpool({"up", "--dir", dir_, "--simulate"});
+  EXPECT_EQ(again.rc, 0) << again.err;
   EXPECT_NE(again.out.find("already up"), std::string::npos) << again.out;
   EXPECT_EQ(poolFile()["gpoold_pid"], pool["gpoold_pid"]);  // the same pool, not a second one
 
-  CommandResult down = gpool({"down", "--dir", dir_});
-  ASSERT_EQ(down.code, 0) << down.out << down.err;
+  Output down = gpool({"down", "--dir", dir_});
+  ASSERT_EQ(down.rc, 0) << down.out << down.err;
   for (int pid : pids)
     EXPECT_FALSE(alive(pid)) << pid;
   EXPECT_FALSE(fs::exists(dir_ + "/pool.json"));
@@ -172,9 +150,9 @@ TEST_F(UpTest, StartsASimulatedPoolThatDownStops) {
 }
 
 TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
-  CommandResult up =
+  Output up =
       gpool({"up", "--dir", dir_, "--servers", "2", "--simulate", "--demo", "--timeout", "60"});
-  ASSERT_EQ(up.code, 0) << up.out << up.err;
+  ASSERT_EQ(up.rc, 0) << up.out << up.err;
   const int64_t quick = demoJobId(up.out, "unit-test");
   const int64_t broken = demoJobId(up.out, "broken-run");
   const int64_t training = demoJobId(up.out, "train-resnet50");
@@ -191,8 +169,8 @@ TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
   EXPECT_EQ(waitForState(client, broken, {"COMPLETED", "FAILED"}), "FAILED");
   EXPECT_EQ(waitForState(client, training, {"RUNNING"}), "RUNNING");
 
-  CommandResult down = gpool({"down", "--dir", dir_});
-  ASSERT_EQ(down.code, 0) << down.out << down.err;
+  Output down = gpool({"down", "--dir", dir_});
+  ASSERT_EQ(down.rc, 0) << down.out << down.err;
   EXPECT_NE(down.out.find("cancelled"), std::string::npos) << down.out;
   auto store = store::SqliteStore::open(dir_ + "/gpool.db", store::SqliteOptions{});
   ASSERT_TRUE(store.ok()) << store.status().toString();
@@ -203,25 +181,24 @@ TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
 }
 
 TEST_F(UpTest, BadArgumentsAndMissingPoolsAreClearErrors) {
-  CommandResult down = gpool({"down", "--dir", dir_});
-  EXPECT_EQ(down.code, 3);  // not_found (docs/cli-exit-codes.md)
+  Output down = gpool({"down", "--dir", dir_});
+  EXPECT_EQ(down.rc, 3);  // not_found (docs/cli-exit-codes.md)
   EXPECT_NE(down.err.find("no pool is up in " + dir_), std::string::npos) << down.err;
 
-  CommandResult status = gpool({"up", "--dir", dir_, "--status"});
-  EXPECT_EQ(status.code, 3);
+  Output status = gpool({"up", "--dir", dir_, "--status"});
+  EXPECT_EQ(status.rc, 3);
 
-  CommandResult servers = gpool({"up", "--dir", dir_, "--servers", "0", "--simulate"});
-  EXPECT_EQ(servers.code, 2);
+  Output servers = gpool({"up", "--dir", dir_, "--servers", "0", "--simulate"});
+  EXPECT_EQ(servers.rc, 2);
   EXPECT_NE(servers.err.find("--servers"), std::string::npos) << servers.err;
 
-  CommandResult fixture =
-      gpool({"up", "--dir", dir_, "--simulate", "--fixture", "no-such-gpus.json"});
-  EXPECT_EQ(fixture.code, 3);
+  Output fixture = gpool({"up", "--dir", dir_, "--simulate", "--fixture", "no-such-gpus.json"});
+  EXPECT_EQ(fixture.rc, 3);
   EXPECT_NE(fixture.err.find("no-such-gpus.json"), std::string::npos) << fixture.err;
   EXPECT_FALSE(fs::exists(dir_ + "/pool.json"));
 
-  CommandResult unknown = gpool({"up", "--dir", dir_, "--no-such-flag"});
-  EXPECT_EQ(unknown.code, 2);
+  Output unknown = gpool({"up", "--dir", dir_, "--no-such-flag"});
+  EXPECT_EQ(unknown.rc, 2);
 }
 
 }  // namespace
