@@ -52,6 +52,18 @@ Result<bool> parseSubject(const std::string& text) {
   return Status::invalidArgument("subject: '" + text + "' is not one of user, group");
 }
 
+// The quota a /v1/quotas/{subject}/{name} path names.
+struct QuotaKey {
+  store::QuotaSubject subject;
+  std::string name;
+};
+Result<QuotaKey> quotaKey(const net::Request& req) {
+  GPOOL_ASSIGN_OR_RETURN(bool is_group, parseSubject(req.pathParam("subject")));
+  GPOOL_ASSIGN_OR_RETURN(std::string name, accountName(req, is_group ? "group name" : "user name"));
+  return QuotaKey{is_group ? store::QuotaSubject::kGroup : store::QuotaSubject::kUser,
+                  std::move(name)};
+}
+
 // A usage period bound: Unix seconds, or a UTC date "YYYY-MM-DD" / "YYYY-MM-DDTHH:MM:SSZ".
 Result<TimePoint> parseTime(const std::string& text, std::string_view what) {
   if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
@@ -233,11 +245,9 @@ Status addQuotaRoutes(net::Router& router, const Context& ctx) {
       net::Method::kGet, "/v1/quotas/{subject}/{name}",
       authed(ctx, {},
              [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(bool is_group, parseSubject(req.pathParam("subject")));
-               GPOOL_ASSIGN_OR_RETURN(std::string name,
-                                      accountName(req, is_group ? "group name" : "user name"));
-               auto subject = is_group ? store::QuotaSubject::kGroup : store::QuotaSubject::kUser;
-               GPOOL_ASSIGN_OR_RETURN(store::QuotaRecord record, store.getQuota(subject, name));
+               GPOOL_ASSIGN_OR_RETURN(QuotaKey key, quotaKey(req));
+               const std::string& name = key.name;
+               GPOOL_ASSIGN_OR_RETURN(store::QuotaRecord record, store.getQuota(key.subject, name));
                if (!maySeeQuota(caller, record)) {
                  return Status::permissionDenied(std::string(roleName(caller.role)) + " '" +
                                                  caller.user + "' may not read the quota of " +
@@ -253,14 +263,14 @@ Status addQuotaRoutes(net::Router& router, const Context& ctx) {
       authed(
           ctx, {},
           [&store, &clock](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-            GPOOL_ASSIGN_OR_RETURN(bool is_group, parseSubject(req.pathParam("subject")));
-            GPOOL_ASSIGN_OR_RETURN(std::string name,
-                                   accountName(req, is_group ? "group name" : "user name"));
-            GPOOL_RETURN_IF_ERROR(checkQuotaChange(caller, is_group, name));
+            GPOOL_ASSIGN_OR_RETURN(QuotaKey key, quotaKey(req));
+            const std::string& name = key.name;
+            auto subject = key.subject;
+            GPOOL_RETURN_IF_ERROR(
+                checkQuotaChange(caller, subject == store::QuotaSubject::kGroup, name));
             GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
             api::Quota quota;
             GPOOL_RETURN_IF_ERROR(api::fromJson(body, &quota, "quota"));
-            auto subject = is_group ? store::QuotaSubject::kGroup : store::QuotaSubject::kUser;
             GPOOL_RETURN_IF_ERROR(
                 store::saveApiQuota(store, subject, name, quota, caller.user, clock.now()));
             GPOOL_ASSIGN_OR_RETURN(store::QuotaRecord saved, store.getQuota(subject, name));
@@ -274,11 +284,11 @@ Status addQuotaRoutes(net::Router& router, const Context& ctx) {
       authed(
           ctx, {},
           [&store, &clock](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-            GPOOL_ASSIGN_OR_RETURN(bool is_group, parseSubject(req.pathParam("subject")));
-            GPOOL_ASSIGN_OR_RETURN(std::string name,
-                                   accountName(req, is_group ? "group name" : "user name"));
-            GPOOL_RETURN_IF_ERROR(checkQuotaChange(caller, is_group, name));
-            auto subject = is_group ? store::QuotaSubject::kGroup : store::QuotaSubject::kUser;
+            GPOOL_ASSIGN_OR_RETURN(QuotaKey key, quotaKey(req));
+            const std::string& name = key.name;
+            auto subject = key.subject;
+            GPOOL_RETURN_IF_ERROR(
+                checkQuotaChange(caller, subject == store::QuotaSubject::kGroup, name));
             GPOOL_RETURN_IF_ERROR(store.deleteQuota(subject, name, caller.user, clock.now()));
             return jsonResponse(200, json{{"deleted", req.pathParam("subject") + ":" + name}});
           }));
