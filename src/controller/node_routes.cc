@@ -1,6 +1,7 @@
 // The pool: nodes (list, show, drain, resume), GPUs and the summary.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,19 +22,57 @@ using nlohmann::json;
 // Longest drain reason accepted (Slurm keeps reasons short; they show in every node listing).
 constexpr size_t kMaxReasonBytes = 256;
 
-// Compute share (thousandths) held on each GPU by running and completing jobs.
-Result<std::map<std::string, uint64_t>> gpuUse(store::Store& store) {
+// What running and completing jobs hold: compute share (thousandths) per GPU, and the nodes
+// with any task (a CPU-only task holds its node too).
+struct PoolUse {
+  std::map<std::string, uint64_t> gpu_milli;
+  std::set<std::string> busy_nodes;
+};
+
+Result<PoolUse> poolUse(store::Store& store) {
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
                          store.jobsInStates({"RUNNING", "COMPLETING"}));
-  std::map<std::string, uint64_t> use;
+  PoolUse use;
   for (const store::JobRecord& record : running) {
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     for (const api::Allocation& a : job.allocations) {
+      use.busy_nodes.insert(a.node);
       for (const api::Slice& s : a.slices)
-        use[s.gpu_uuid] += s.compute_milli;
+        use.gpu_milli[s.gpu_uuid] += s.compute_milli;
     }
   }
   return use;
+}
+
+// The registry keeps what agents and admins decide (up, DRAINING, DOWN); how much of an up node
+// is in use is derived here, as Slurm's sinfo does: IDLE (nothing runs), ALLOCATED (every GPU's
+// whole compute share is held; a node without GPUs: any task), else MIXED. A draining node with
+// nothing left running reads DRAINED, and a drained one that still runs something DRAINING.
+api::Node withDerivedState(api::Node node, const PoolUse& use) {
+  bool busy = use.busy_nodes.count(node.name) > 0;
+  switch (node.state) {
+    case api::NodeState::kIdle:
+    case api::NodeState::kMixed:
+    case api::NodeState::kAllocated: {
+      if (!busy) {
+        node.state = api::NodeState::kIdle;
+        break;
+      }
+      bool full = true;
+      for (const api::Gpu& gpu : node.gpus) {
+        auto it = use.gpu_milli.find(gpu.uuid);
+        if (it == use.gpu_milli.end() || it->second < 1000) full = false;
+      }
+      node.state = full ? api::NodeState::kAllocated : api::NodeState::kMixed;
+      break;
+    }
+    case api::NodeState::kDraining:
+    case api::NodeState::kDrained:
+      node.state = busy ? api::NodeState::kDraining : api::NodeState::kDrained;
+      break;
+    case api::NodeState::kDown: break;
+  }
+  return node;
 }
 
 // One GPU's state, from the most to the least limiting: "down" (its node is DOWN),
@@ -77,55 +116,63 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
   Status added;
   added = router.add(
       net::Method::kGet, "/v1/nodes",
-      authed(ctx, {}, [&registry](const Caller&, const net::Request&) -> Result<net::Response> {
-        json out = json::array();
-        for (const api::Node& node : registry.nodes())
-          out.push_back(api::toJson(node));
-        return jsonResponse(200, json{{"nodes", std::move(out)}});
-      }));
+      authed(ctx, {},
+             [&registry, &store](const Caller&, const net::Request&) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+               json out = json::array();
+               for (const api::Node& node : registry.nodes())
+                 out.push_back(api::toJson(withDerivedState(node, use)));
+               return jsonResponse(200, json{{"nodes", std::move(out)}});
+             }));
   if (!added.isOk()) return added;
 
   added = router.add(
       net::Method::kGet, "/v1/nodes/{name}",
-      authed(ctx, {}, [&registry](const Caller&, const net::Request& req) -> Result<net::Response> {
-        GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
-        GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
-        return jsonResponse(200, api::toJson(node));
-      }));
-  if (!added.isOk()) return added;
-
-  added = router.add(
-      net::Method::kPost, "/v1/nodes/{name}/drain",
       authed(ctx, {},
-             [&registry](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+             [&registry, &store](const Caller&, const net::Request& req) -> Result<net::Response> {
                GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
-               GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
-               std::string reason;
-               api::ObjectReader r(body, "body");
-               r.string("reason", &reason, api::Presence::kRequired);
-               r.check(reason.find_first_not_of(" \t") != std::string::npos, "reason",
-                       "must not be empty (say why the node is drained)");
-               r.check(reason.size() <= kMaxReasonBytes, "reason",
-                       "longer than " + std::to_string(kMaxReasonBytes) + " bytes");
-               GPOOL_RETURN_IF_ERROR(r.finish());
-               GPOOL_RETURN_IF_ERROR(registry.drain(name, reason));
                GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
-               return jsonResponse(200, api::toJson(node));
+               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+               return jsonResponse(200, api::toJson(withDerivedState(std::move(node), use)));
              }));
   if (!added.isOk()) return added;
 
-  added = router.add(
-      net::Method::kPost, "/v1/nodes/{name}/resume",
-      authed(ctx, {},
-             [&registry](const Caller& caller, const net::Request& req) -> Result<net::Response> {
-               GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
-               GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
-               GPOOL_RETURN_IF_ERROR(expectNoBody(req));
-               GPOOL_RETURN_IF_ERROR(registry.resume(name));
-               GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
-               return jsonResponse(200, api::toJson(node));
-             }));
+  added = router.add(net::Method::kPost, "/v1/nodes/{name}/drain",
+                     authed(ctx, {},
+                            [&registry, &store](const Caller& caller,
+                                                const net::Request& req) -> Result<net::Response> {
+                              GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+                              GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+                              GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+                              std::string reason;
+                              api::ObjectReader r(body, "body");
+                              r.string("reason", &reason, api::Presence::kRequired);
+                              r.check(reason.find_first_not_of(" \t") != std::string::npos,
+                                      "reason", "must not be empty (say why the node is drained)");
+                              r.check(reason.size() <= kMaxReasonBytes, "reason",
+                                      "longer than " + std::to_string(kMaxReasonBytes) + " bytes");
+                              GPOOL_RETURN_IF_ERROR(r.finish());
+                              GPOOL_RETURN_IF_ERROR(registry.drain(name, reason));
+                              GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
+                              GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+                              return jsonResponse(
+                                  200, api::toJson(withDerivedState(std::move(node), use)));
+                            }));
+  if (!added.isOk()) return added;
+
+  added = router.add(net::Method::kPost, "/v1/nodes/{name}/resume",
+                     authed(ctx, {},
+                            [&registry, &store](const Caller& caller,
+                                                const net::Request& req) -> Result<net::Response> {
+                              GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+                              GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+                              GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+                              GPOOL_RETURN_IF_ERROR(registry.resume(name));
+                              GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
+                              GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+                              return jsonResponse(
+                                  200, api::toJson(withDerivedState(std::move(node), use)));
+                            }));
   if (!added.isOk()) return added;
 
   added = router.add(
@@ -137,14 +184,14 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
                  Status valid = api::validateNodeName(*only);
                  if (!valid.isOk()) return valid.withContext("node");
                }
-               GPOOL_ASSIGN_OR_RETURN(auto use, gpuUse(store));
+               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
                json out = json::array();
                bool found = !only;
                for (const api::Node& node : registry.nodes()) {
                  if (only && node.name != *only) continue;
                  found = true;
                  for (const api::Gpu& gpu : node.gpus)
-                   out.push_back(gpuJson(node, gpu, use[gpu.uuid]));
+                   out.push_back(gpuJson(node, gpu, use.gpu_milli[gpu.uuid]));
                }
                if (!found) return Status::notFound("node: unknown node '" + *only + "'");
                return jsonResponse(200, json{{"gpus", std::move(out)}});
@@ -155,20 +202,21 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
       net::Method::kGet, "/v1/summary",
       authed(ctx, {},
              [&registry, &store](const Caller&, const net::Request&) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(auto use, gpuUse(store));
+               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
                GPOOL_ASSIGN_OR_RETURN(auto job_counts, store.countJobsByState());
                json nodes_by_state = json::object();
                json gpus_by_state = json::object();
                int64_t node_total = 0;
                int64_t gpu_total = 0;
                uint64_t allocated_milli = 0;
-               for (const api::Node& node : registry.nodes()) {
+               for (const api::Node& registered : registry.nodes()) {
+                 api::Node node = withDerivedState(registered, use);
                  ++node_total;
                  std::string state(api::nodeStateName(node.state));
                  nodes_by_state[state] = nodes_by_state.value(state, 0) + 1;
                  for (const api::Gpu& gpu : node.gpus) {
                    ++gpu_total;
-                   uint64_t used = std::min<uint64_t>(use[gpu.uuid], 1000);
+                   uint64_t used = std::min<uint64_t>(use.gpu_milli[gpu.uuid], 1000);
                    allocated_milli += used;
                    std::string g = gpuState(node, gpu, used);
                    gpus_by_state[g] = gpus_by_state.value(g, 0) + 1;

@@ -252,6 +252,10 @@ Result<PassReport> SchedulingLoop::runOnce() {
     sj.preemptible = job.spec.preemptible;
     sj.nice = -int64_t{record.priority};  // an admin's priority change (PATCH /v1/jobs/{id})
     sj.request = requestFor(record.id, job.spec);
+    if (record.array_parent && job.spec.array) {
+      sj.array_id = static_cast<sched::JobId>(*record.array_parent);
+      sj.array_limit = job.spec.array->max_parallel;
+    }
     if (record.state != "PENDING") {
       auto allocs = schedAllocationsFor(job.allocations, cluster);
       if (!allocs) continue;  // on a node not registered (yet): invisible to this pass

@@ -38,6 +38,10 @@ struct Job {
   // among the jobs handed to the pass: the caller drops a job once it completed successfully,
   // and cancels dependents of a failed one.
   std::vector<JobId> dependencies;
+  // Elements of a job array ("--array 0-31%4"): the array's id (its first element's) and the
+  // most elements that may run at once (Slurm's JobArrayTaskLimit); 0 and 0 for other jobs.
+  JobId array_id = 0;
+  uint32_t array_limit = 0;
   PlacementRequest request;
 
   // Hints for the simulator's research queue orders; the controller leaves them at 0.

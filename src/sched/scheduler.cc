@@ -40,6 +40,7 @@ std::string_view queueReasonName(QueueReason reason) {
     case QueueReason::kGroupQuota: return "GroupQuota";
     case QueueReason::kBadConstraints: return "BadConstraints";
     case QueueReason::kInvalidQos: return "InvalidQOS";
+    case QueueReason::kJobArrayTaskLimit: return "JobArrayTaskLimit";
   }
   return "Unknown";
 }
@@ -218,6 +219,8 @@ class Pass {
   std::unordered_set<std::string> preempt_failed_;
   std::unordered_map<std::string, bool> static_ok_;
   std::unordered_set<JobId> victims_;
+  // Running elements per job array (Job::array_id), counting those started in this pass.
+  std::unordered_map<JobId, uint32_t> array_running_;
   // Indices into jobs_ of the running jobs that are leaving (a preemption deadline, or chosen
   // as victims in this pass), so preemption attempts need not scan every job.
   std::vector<size_t> leaving_;
@@ -263,6 +266,7 @@ void Pass::prepare() {
     d.group = j.group;
     if (j.state == JobState::kRunning) {
       ++out_.stats.running;
+      if (j.array_id != 0) ++array_running_[j.array_id];
       if (j.preempt_deadline) {
         group_leaving_[j.group] += info.demand;
         leaving_.push_back(i);
@@ -420,6 +424,7 @@ void Pass::start(Info& info, std::vector<TaskAllocation> alloc, bool backfilled,
   gh += info.demand;
   user_held_[j.user] += info.demand;
   user_qos_held_[j.user + '\n' + j.qos] += info.demand;
+  if (j.array_id != 0) ++array_running_[j.array_id];
   started_.emplace_back(now_ + std::chrono::seconds(timeLimit(j)), alloc);
 
   StartDecision d;
@@ -659,6 +664,14 @@ void Pass::schedule(Info& info) {
   for (JobId dep : j.dependencies) {
     if (by_id_.count(dep))
       return pend(QueueReason::kDependency, "waits for job " + std::to_string(dep));
+  }
+  if (j.array_id != 0 && j.array_limit != 0) {
+    auto running = array_running_.find(j.array_id);
+    if (running != array_running_.end() && running->second >= j.array_limit) {
+      return pend(QueueReason::kJobArrayTaskLimit,
+                  "array " + std::to_string(j.array_id) + " already runs " +
+                      std::to_string(running->second) + " elements, its limit");
+    }
   }
   if (!info.qos) return pend(QueueReason::kInvalidQos, "unknown QoS '" + j.qos + "'");
   QueueReason cap;

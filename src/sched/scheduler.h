@@ -49,10 +49,11 @@ enum class QueueReason : uint8_t {
   kGroupQuota,          // the group's GPUs would exceed the group's hard cap
   kBadConstraints,      // no server of the pool can ever satisfy the request
   kInvalidQos,          // the job names a QoS the policy does not define
+  kJobArrayTaskLimit,   // its array already runs as many elements as its "%N" allows
 };
 
 // "None", "Resources", "Priority", "Dependency", "QOSMaxGpuPerUser", "AssocMaxGpuPerUser",
-// "GroupQuota", "BadConstraints", "InvalidQOS".
+// "GroupQuota", "BadConstraints", "InvalidQOS", "JobArrayTaskLimit".
 std::string_view queueReasonName(QueueReason reason);
 
 struct BackfillConfig {

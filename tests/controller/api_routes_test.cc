@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "controller/api_fixture.h"
+#include "store/api_codec.h"
 
 namespace gpool::controller::testing {
 namespace {
@@ -171,9 +172,11 @@ TEST_F(ApiTest, NodeShowDrainAndResume) {
 
   auto drained = call("root", Method::kPost, drain, R"({"reason":"fan failure"})");
   ASSERT_EQ(drained.status, 200) << drained.body;
-  EXPECT_EQ(body(drained)["state"], "DRAINING");
+  // Nothing runs on gpu-01, so it reads DRAINED at once; the registry (and the store) keep the
+  // admin's DRAINING, from which the state is derived.
+  EXPECT_EQ(body(drained)["state"], "DRAINED");
   EXPECT_EQ(body(drained)["state_reason"], "fan failure");
-  EXPECT_EQ(body(get("alice", "/v1/nodes/gpu-01"))["state"], "DRAINING");
+  EXPECT_EQ(body(get("alice", "/v1/nodes/gpu-01"))["state"], "DRAINED");
   auto stored = store_->getNode("gpu-01");
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->state, "DRAINING");
@@ -214,6 +217,39 @@ TEST_F(ApiTest, GpusListEveryGpuWithItsState) {
   EXPECT_NE(message(bad).find("'nodes'"), std::string::npos) << bad.body;
 }
 
+// sinfo's states: IDLE with nothing running, MIXED with part of the GPUs held, ALLOCATED with
+// every GPU's whole share held; a draining node is DRAINING while something runs, then DRAINED.
+TEST_F(ApiTest, NodeStateIsDerivedFromRunningJobs) {
+  auto state = [&](const std::string& node) {
+    return body(get("alice", "/v1/nodes/" + node))["state"].get<std::string>();
+  };
+  EXPECT_EQ(state("gpu-01"), "IDLE");
+  int64_t a = submit("alice", "ml", 1000);
+  place(a);  // GPU 0 of gpu-01
+  EXPECT_EQ(state("gpu-01"), "MIXED");
+  int64_t b = submit("alice", "ml", 1000);
+  api::Allocation on_gpu1;
+  on_gpu1.node = "gpu-01";
+  on_gpu1.slices.push_back(api::Slice{});
+  on_gpu1.slices.back().gpu_uuid = "GPU-gpu-01-1";
+  on_gpu1.slices.back().compute_milli = 1000;
+  on_gpu1.slices.back().memory_mib = 1024;
+  ASSERT_TRUE(
+      store_->recordPlacement(b, store::placementJsonFor({on_gpu1}), clock_.now(), "placed").ok());
+  EXPECT_EQ(state("gpu-01"), "ALLOCATED");
+  json nodes = body(get("alice", "/v1/nodes"))["nodes"];
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0]["state"], "ALLOCATED");
+  EXPECT_EQ(nodes[1]["state"], "IDLE");
+  ASSERT_TRUE(registry_->drain("gpu-01", "maintenance").isOk());
+  EXPECT_EQ(state("gpu-01"), "DRAINING");
+  ASSERT_TRUE(store_->recordEnd(a, "COMPLETED", 0, clock_.now(), "").isOk());
+  ASSERT_TRUE(store_->recordEnd(b, "COMPLETED", 0, clock_.now(), "").isOk());
+  EXPECT_EQ(state("gpu-01"), "DRAINED");
+  ASSERT_TRUE(registry_->resume("gpu-01").isOk());
+  EXPECT_EQ(state("gpu-01"), "IDLE");
+}
+
 TEST_F(ApiTest, SummaryCountsNodesGpusAndJobs) {
   int64_t a = submit("alice", "ml", 1000);
   submit("bob", "vision", 250);
@@ -224,8 +260,8 @@ TEST_F(ApiTest, SummaryCountsNodesGpusAndJobs) {
   ASSERT_EQ(r.status, 200) << r.body;
   json j = body(r);
   EXPECT_EQ(j["nodes"]["total"], 2);
-  EXPECT_EQ(j["nodes"]["by_state"]["IDLE"], 1);
-  EXPECT_EQ(j["nodes"]["by_state"]["DRAINING"], 1);
+  EXPECT_EQ(j["nodes"]["by_state"]["MIXED"], 1);    // gpu-01: one of its two GPUs held
+  EXPECT_EQ(j["nodes"]["by_state"]["DRAINED"], 1);  // gpu-02: drained, nothing running
   EXPECT_EQ(j["gpus"]["total"], 6);
   EXPECT_EQ(j["gpus"]["allocated_milli"], 1000);
   EXPECT_EQ(j["gpus"]["by_state"]["allocated"], 1);

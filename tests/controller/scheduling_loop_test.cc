@@ -278,6 +278,33 @@ TEST_F(SchedulingLoopTest, DependenciesWaitThenStartOrAreCancelled) {
   EXPECT_EQ(ctl_->store->getJob(d)->reason, "DependencyNeverSatisfied");
 }
 
+// "--array 0-3%2": at most two elements run at once, although the node has room for all four;
+// the others wait with JobArrayTaskLimit and start as running ones end.
+TEST_F(SchedulingLoopTest, ArrayLimitRunsAtMostNElementsAtOnce) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  api::JobSpec spec = makeSpec(1000, "sweep");
+  auto array = api::parseArraySpec("0-3%2");
+  ASSERT_TRUE(array.ok());
+  spec.array = *array;
+  auto ids = ctl_->service.submit(alice(), SubmitRequest{spec, "", 0, "ml"});
+  ASSERT_TRUE(ids.ok()) << ids.status().toString();
+  ASSERT_EQ(ids->size(), 4u);
+  EXPECT_EQ(pass().started, 2u);
+  std::vector<int64_t> running, waiting;
+  for (int64_t id : *ids)
+    (state(id) == "RUNNING" ? running : waiting).push_back(id);
+  ASSERT_EQ(running.size(), 2u);
+  ASSERT_EQ(waiting.size(), 2u);
+  for (int64_t id : waiting)
+    EXPECT_EQ(ctl_->store->getJob(id)->reason, "JobArrayTaskLimit");
+  ASSERT_TRUE(ctl_->loop.taskEnded(running[0], 0, 1, 0, TaskOutcome::kExited).isOk());
+  EXPECT_EQ(pass().started, 1u);
+  int now_running = 0;
+  for (int64_t id : *ids)
+    now_running += state(id) == "RUNNING" ? 1 : 0;
+  EXPECT_EQ(now_running, 2);
+}
+
 TEST_F(SchedulingLoopTest, SlicesShareOneGpuAndAreCountedBySlice) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 1, 40960)).ok());
   std::vector<int64_t> ids;

@@ -253,6 +253,40 @@ job 4 d g 0.25 submit=4
   EXPECT_EQ(p.reason, QueueReason::kResources);
 }
 
+TEST(SchedulerPass, ArrayLimitCountsRunningAndJustStartedElements) {
+  // Array 10 may run 2 elements at once: one runs, so one more starts and the rest wait with
+  // JobArrayTaskLimit although GPUs are free; job 20 (not in the array) is not held back.
+  Decisions d = runScenario(R"(
+config order fifo
+node n1 8
+now 100
+run 10 a g 1 on=n1 start=0 array=10%2
+job 11 a g 1 submit=1 array=10%2
+job 12 a g 1 submit=2 array=10%2
+job 13 a g 1 submit=3 array=10%2
+job 20 a g 1 submit=4
+)");
+  EXPECT_TRUE(started(d, 11));
+  EXPECT_FALSE(started(d, 12));
+  EXPECT_FALSE(started(d, 13));
+  EXPECT_TRUE(started(d, 20));
+  PendingDecision p = findPending(d, 12);
+  EXPECT_EQ(p.reason, QueueReason::kJobArrayTaskLimit);
+  EXPECT_NE(p.detail.find("array 10 already runs 2 elements"), std::string::npos) << p.detail;
+  EXPECT_EQ(queueReasonName(QueueReason::kJobArrayTaskLimit), "JobArrayTaskLimit");
+}
+
+TEST(SchedulerPass, ArrayWithoutLimitRunsEveryElementThatFits) {
+  Decisions d = runScenario(R"(
+node n1 8
+now 100
+job 11 a g 1 submit=1 array=11%0
+job 12 a g 1 submit=2 array=11%0
+job 13 a g 1 submit=3 array=11%0
+)");
+  EXPECT_EQ(d.starts.size(), 3u);
+}
+
 TEST(QueueOrder, ParsesNamesAndAliases) {
   EXPECT_EQ(*parseQueueOrder("tiresias"), QueueOrder::kLeastAttainedService);
   EXPECT_EQ(*parseQueueOrder("multifactor"), QueueOrder::kMultifactor);

@@ -162,6 +162,14 @@ Result<Job> parseJob(const Line& l, uint64_t gpu_mem) {
     } else if (k == "after") {
       GPOOL_ASSIGN_OR_RETURN(int64_t dep, toInt(v));
       j.dependencies.push_back(static_cast<JobId>(dep));
+    } else if (k == "array") {
+      // array=ID%N: an element of array ID, at most N of whose elements run at once.
+      size_t percent = v.find('%');
+      if (percent == std::string::npos) return Status::invalidArgument("array: expected ID%N");
+      GPOOL_ASSIGN_OR_RETURN(int64_t array, toInt(v.substr(0, percent)));
+      GPOOL_ASSIGN_OR_RETURN(int64_t limit, toInt(v.substr(percent + 1)));
+      j.array_id = static_cast<JobId>(array);
+      j.array_limit = static_cast<uint32_t>(limit);
     } else if (k == "tasks") {
       GPOOL_ASSIGN_OR_RETURN(int64_t n, toInt(v));
       j.request.tasks = static_cast<uint32_t>(n);

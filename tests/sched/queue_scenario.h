@@ -13,7 +13,7 @@
 //   usage <user> <group> <billed GPU-seconds>
 //   now <t>
 //   job <id> <user> <group> <gpus> [submit=t] [limit=D] [qos=Q] [nice=N] [preemptible]
-//       [after=ID] [tasks=N] [model=M] [duration=D] [attained=GPU-s]
+//       [after=ID] [array=ID%N] [tasks=N] [model=M] [duration=D] [attained=GPU-s]
 //   run <id> <user> <group> <gpus> on=<node> start=<t> [limit=D] [qos=Q] [preemptible]
 //       [borrowed] [idle_since=t] [warned] [preempting=t]
 //   expect start <id> [on=<node>]    the started jobs are exactly those listed
