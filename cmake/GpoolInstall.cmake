@@ -5,6 +5,7 @@
 #                                   finds gpool-supervisor beside itself and `gpool up` finds the
 #                                   daemons beside `gpool`
 #   lib/gpool/libgpool-vgpu.so      the interposer (only when the CUDA headers were found)
+#   lib/gpool/gpool-adopt           the PAM account hook for SSH logins (pam_exec)
 #   share/gpool/fixtures/*.json     simulated GPU servers (gpool-agent --fake-fixture, gpool up)
 #   share/gpool/traces/             the bundled cluster traces for `gpool sim` (about 16 MiB,
 #                                   2.5 MiB in the package); GPOOL_INSTALL_TRACES=OFF leaves them out
@@ -39,6 +40,8 @@ endforeach()
 if(TARGET gpool_vgpu)
   install(TARGETS gpool_vgpu LIBRARY DESTINATION ${GPOOL_INSTALL_LIBDIR})
 endif()
+# The PAM account hook (pam_exec), not a command for users: beside the interposer.
+install(TARGETS gpool-adopt RUNTIME DESTINATION ${GPOOL_INSTALL_LIBDIR})
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/gpu/fixtures/
         DESTINATION ${GPOOL_INSTALL_DATADIR}/fixtures

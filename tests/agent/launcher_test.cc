@@ -3,6 +3,7 @@
 // exit through a pidfd.
 #include "agent/launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -435,6 +436,133 @@ TEST_F(LauncherTest, InteractiveProcessesJoinTheRunningTask) {
   ASSERT_EQ(::waitpid(login, &ws, 0), login);
   EXPECT_TRUE(WIFSIGNALED(ws));
   EXPECT_EQ(launcher_->adoptProcess("inter.0", ::getpid()).code(), StatusCode::kFailedPrecondition);
+}
+
+// Runs gpool-adopt with `args` and PAM's environment for `user`; returns its exit status and
+// puts what it printed (pam_exec shows stdout to the user) into `out`.
+int runAdoptHook(const std::string& out_file, const std::string& user, const std::string& type,
+                 const std::vector<std::string>& args, std::string* out) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) _exit(126);
+    ::dup2(fd, STDOUT_FILENO);
+    ::setenv("PAM_USER", user.c_str(), 1);
+    ::setenv("PAM_TYPE", type.c_str(), 1);
+    std::string path = std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-adopt";
+    std::vector<char*> argv{path.data()};
+    for (const std::string& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  int ws = 0;
+  ::waitpid(pid, &ws, 0);
+  *out = testing::readOr(out_file);
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+// The PAM account hook (pam_exec runs gpool-adopt as a child of the sshd process): a user with a
+// running task gets in and lands in its cgroup; a user without one is refused with a message
+// saying why; root is let in untouched; other PAM phases do not decide.
+TEST_F(LauncherTest, PamAdoptHookAdmitsOnlyUsersWithARunningTask) {
+  if (!cgroup_skip_.empty()) GTEST_SKIP() << cgroup_skip_;
+  Launcher::Options options = makeOptions();
+  options.state_root = tmp_.file("agent") + "/tasks";  // as gpool-agent --state-dir lays it out
+  launcher_ = std::make_unique<Launcher>(options);
+  ReadyFifo ready(tmp_.file("ready"));
+  ASSERT_TRUE(launcher_->launch(task("ssh", {"ready", ready.path(), "wait"})).ok());
+  ASSERT_TRUE(ready.wait());
+  const std::vector<std::string> where = {"--state-dir", tmp_.file("agent"), "--cgroup-parent",
+                                          parent_};
+  const std::string out_file = tmp_.file("hook.out");
+
+  // The real path: the hook adopts its parent, the process that becomes the login session.
+  int verdict[2];
+  ASSERT_EQ(::pipe(verdict), 0);
+  pid_t session = ::fork();
+  if (session == 0) {
+    std::string out;
+    int rc = runAdoptHook(out_file, testing::kAlice, "account", where, &out);
+    char byte = static_cast<char>(rc);
+    if (::write(verdict[1], &byte, 1) != 1) _exit(1);
+    for (;;)
+      ::pause();
+  }
+  ::close(verdict[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(verdict[0], &byte, 1), 1);
+  ::close(verdict[0]);
+  EXPECT_EQ(byte, 0) << testing::readOr(out_file);
+  EXPECT_TRUE(contains(testing::readOr("/proc/" + std::to_string(session) + "/cgroup"),
+                       parent_ + "/ssh.0"));
+
+  // Another user has nothing running here: refused, not adopted.
+  pid_t other = ::fork();
+  if (other == 0) {
+    for (;;)
+      ::pause();
+  }
+  std::vector<std::string> with_pid = where;
+  with_pid.insert(with_pid.end(), {"--pid", std::to_string(other)});
+  std::string out;
+  EXPECT_EQ(runAdoptHook(out_file, testing::kBob, "account", with_pid, &out), 1);
+  EXPECT_TRUE(contains(out, std::string(testing::kBob) + " has no running job on this server"))
+      << out;
+  EXPECT_FALSE(contains(testing::readOr("/proc/" + std::to_string(other) + "/cgroup"), parent_));
+  // root is let in without a job; the session phase is not the hook's to decide.
+  EXPECT_EQ(runAdoptHook(out_file, "root", "account", with_pid, &out), 0) << out;
+  EXPECT_EQ(runAdoptHook(out_file, testing::kBob, "open_session", with_pid, &out), 0) << out;
+  EXPECT_FALSE(contains(testing::readOr("/proc/" + std::to_string(other) + "/cgroup"), parent_));
+  // No user at all is a usage error, not a silent admit.
+  pid_t none = ::fork();
+  if (none == 0) {
+    ::unsetenv("PAM_USER");
+    std::string path = std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-adopt";
+    ::execl(path.c_str(), path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int ws = 0;
+  ASSERT_EQ(::waitpid(none, &ws, 0), none);
+  EXPECT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 2);
+
+  // Through a real PAM stack (pam_exec, as /etc/pam.d/sshd would have it), driven by pamtester.
+  if (::geteuid() == 0 && ::access("/usr/bin/pamtester", X_OK) == 0) {
+    const std::string service = "gpool-adopt-test-" + std::to_string(::getpid());
+    const std::string pam_file = "/etc/pam.d/" + service;
+    std::ofstream(pam_file) << "account required pam_exec.so quiet stdout " << GPOOL_BINARY_DIR
+                            << "/src/agent/gpool-adopt --state-dir " << tmp_.file("agent")
+                            << " --cgroup-parent " << parent_ << "\n";
+    auto pamtester = [&](const std::string& user, std::string* text) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0) _exit(126);
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+        ::execl("/usr/bin/pamtester", "pamtester", service.c_str(), user.c_str(), "acct_mgmt",
+                static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      *text = testing::readOr(out_file);
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    };
+    std::string text;
+    EXPECT_EQ(pamtester(testing::kAlice, &text), 0) << text;
+    EXPECT_NE(pamtester(testing::kBob, &text), 0) << text;
+    EXPECT_TRUE(contains(text, "has no running job on this server")) << text;
+    ::unlink(pam_file.c_str());
+  }
+
+  ASSERT_TRUE(launcher_->stop("ssh.0", StopReason::kCancel, 0).isOk());
+  EXPECT_EQ(waitEnd("ssh.0").state, TaskState::kCancelled);
+  ::kill(other, SIGKILL);
+  ASSERT_EQ(::waitpid(other, &ws, 0), other);
+  ::kill(session, SIGKILL);  // normally already ended with the task's cgroup
+  ASSERT_EQ(::waitpid(session, &ws, 0), session);
 }
 
 }  // namespace
