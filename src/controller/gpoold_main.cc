@@ -45,6 +45,10 @@ struct Settings {
   int64_t heartbeat_interval_s = 5;
   int64_t schedule_interval_s = 10;
   int64_t usage_half_life_s = 7 * 24 * 3600;
+  // Threads serving the API. Each request holds one for its whole run, including a submission's
+  // wait for its durable commit, so this bounds how many requests (and how many submissions
+  // sharing one group commit) are in progress at once.
+  int64_t api_threads = 16;
   logging::LogOptions log;
 };
 
@@ -65,6 +69,7 @@ Result<Settings> readSettings(const std::string& path) {
   s.heartbeat_interval_s = ctl.getDuration("heartbeat_interval", 5);
   s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
+  s.api_threads = ctl.getInt("api_threads", 16, 1, 256);
   if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
   if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
   if (s.lease_duration_s <= 0) ctl.fail("lease_duration", "must be positive");
@@ -158,6 +163,7 @@ int run(const std::string& config_path, bool once) {
     }
     net::ServerOptions server_options;
     server_options.unix_socket_path = settings->socket;
+    server_options.threads = static_cast<int>(settings->api_threads);
     server = std::make_unique<net::Server>(server_options, std::move(router));
     if (Status s = server->start(); !s.isOk()) {
       spdlog::error("cannot serve the API on {}: {}", settings->socket, s.toString());

@@ -166,9 +166,34 @@ TEST_F(GpooldTest, ServesJobsOverItsUnixSocket) {
   EXPECT_EQ(waitExit(child), 0);
 }
 
+// controller.api_threads sizes the API server's thread pool: they are all running once gpoold
+// says "ready", so its thread count is at least that many (the default is 16; the loop, store
+// and logging add a handful).
+TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
+  const std::string socket = dir_.path() + "/gpoold.sock";
+  Child child = spawn(
+      {"--config", writeConfig("socket = \"" + socket + "\"\napi_threads = 48\n")});
+  ASSERT_GT(child.pid, 0);
+  ASSERT_EQ(readLine(child.out), "ready");
+  size_t threads = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(child.pid) + "/task")) {
+    ++threads;
+  }
+  EXPECT_GE(threads, 48u);
+  EXPECT_LT(threads, 48u + 16u);
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
 TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
   Child child = spawn({"--config", writeConfig("node_down_afterr = \"90s\"\n"), "--once"});
   EXPECT_EQ(waitExit(child), 2);
+  for (const char* threads : {"0", "257", "\"many\""}) {
+    Child bad_threads = spawn(
+        {"--config", writeConfig(std::string("api_threads = ") + threads + "\n"), "--once"});
+    EXPECT_EQ(waitExit(bad_threads), 2) << "api_threads = " << threads;
+  }
   Child missing = spawn({"--config", dir_.path() + "/nope.toml", "--once"});
   EXPECT_EQ(waitExit(missing), 2);
   // Agents must fence themselves (lease expired) before their node is declared DOWN.
