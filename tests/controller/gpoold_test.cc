@@ -171,8 +171,7 @@ TEST_F(GpooldTest, ServesJobsOverItsUnixSocket) {
 // and logging add a handful).
 TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
   const std::string socket = dir_.path() + "/gpoold.sock";
-  Child child = spawn(
-      {"--config", writeConfig("socket = \"" + socket + "\"\napi_threads = 48\n")});
+  Child child = spawn({"--config", writeConfig("socket = \"" + socket + "\"\napi_threads = 48\n")});
   ASSERT_GT(child.pid, 0);
   ASSERT_EQ(readLine(child.out), "ready");
   size_t threads = 0;
@@ -190,8 +189,8 @@ TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
   Child child = spawn({"--config", writeConfig("node_down_afterr = \"90s\"\n"), "--once"});
   EXPECT_EQ(waitExit(child), 2);
   for (const char* threads : {"0", "257", "\"many\""}) {
-    Child bad_threads = spawn(
-        {"--config", writeConfig(std::string("api_threads = ") + threads + "\n"), "--once"});
+    Child bad_threads =
+        spawn({"--config", writeConfig(std::string("api_threads = ") + threads + "\n"), "--once"});
     EXPECT_EQ(waitExit(bad_threads), 2) << "api_threads = " << threads;
   }
   Child missing = spawn({"--config", dir_.path() + "/nope.toml", "--once"});
