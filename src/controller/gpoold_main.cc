@@ -44,6 +44,7 @@ struct Settings {
   int64_t lease_duration_s = 60;
   int64_t heartbeat_interval_s = 5;
   int64_t schedule_interval_s = 10;
+  int64_t schedule_min_gap_ms = 250;
   int64_t usage_half_life_s = 7 * 24 * 3600;
   // Threads serving the API. Each request holds one for its whole run, including a submission's
   // wait for its durable commit, so this bounds how many requests (and how many submissions
@@ -68,6 +69,7 @@ Result<Settings> readSettings(const std::string& path) {
   s.lease_duration_s = ctl.getDuration("lease_duration", 60);
   s.heartbeat_interval_s = ctl.getDuration("heartbeat_interval", 5);
   s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
+  s.schedule_min_gap_ms = ctl.getInt("schedule_min_gap_ms", 250, 0, 60'000);
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
   s.api_threads = ctl.getInt("api_threads", 16, 1, 256);
   if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
@@ -130,6 +132,7 @@ int run(const std::string& config_path, bool once) {
   AgentLink gateway(**store, registry, clock, link_options);
   LoopOptions options;
   options.interval = std::chrono::seconds(settings->schedule_interval_s);
+  options.min_gap = std::chrono::milliseconds(settings->schedule_min_gap_ms);
   options.usage_half_life_s = settings->usage_half_life_s;
   SchedulingLoop loop(**store, registry, gateway, clock, options);
   gateway.attach(loop);

@@ -418,8 +418,15 @@ void SchedulingLoop::runningJobCancelled(const store::JobRecord& before) {
   }
 }
 
-void SchedulingLoop::runUntilStopped(std::stop_token stop) {
-  while (!stop.stop_requested()) {
+Micros SchedulingLoop::tick(bool* event_pending) {
+  Micros now = clock_.monotonic();
+  bool due;
+  {
+    std::lock_guard wake(wake_mu_);
+    Micros gap = std::max(options_.min_gap, last_end_ - last_start_);
+    due = !ticked_ || now >= last_start_ + options_.interval || (dirty_ && now >= last_end_ + gap);
+  }
+  if (due) {
     Result<PassReport> report = runOnce();
     if (!report.ok()) {
       spdlog::error("scheduling pass failed: {}", report.status().toString());
@@ -427,8 +434,36 @@ void SchedulingLoop::runUntilStopped(std::stop_token stop) {
       spdlog::info("pass: {} started, {} pending, {} preempted, {} moved off DOWN nodes",
                    report->started, report->pending, report->preempted, report->node_failed);
     }
+    Micros end = clock_.monotonic();
+    std::lock_guard wake(wake_mu_);
+    ticked_ = true;
+    last_start_ = now;
+    last_end_ = end;
+    ++passes_;
+    now = end;
+  }
+  std::lock_guard wake(wake_mu_);
+  Micros next = last_start_ + options_.interval;
+  if (dirty_)
+    next = std::min(next, last_end_ + std::max(options_.min_gap, last_end_ - last_start_));
+  if (event_pending) *event_pending = dirty_;
+  return std::max(Micros{0}, next - now);
+}
+
+uint64_t SchedulingLoop::passesRun() const {
+  std::lock_guard wake(wake_mu_);
+  return passes_;
+}
+
+void SchedulingLoop::runUntilStopped(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    bool event_pending = false;
+    Micros wait = tick(&event_pending);
+    if (wait <= Micros{0}) continue;
     std::unique_lock wake(wake_mu_);
-    wake_cv_.wait_for(wake, stop, options_.interval, [this] { return dirty_; });
+    // An event already waiting for its gap does not cut the wait short; a new one may (tick
+    // then decides whether its gap has passed).
+    wake_cv_.wait_for(wake, stop, wait, [&] { return !event_pending && dirty_; });
   }
 }
 

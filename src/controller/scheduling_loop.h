@@ -34,8 +34,13 @@ struct LoopOptions {
   uint64_t seed = 1;
   // Fair-share decay half-life (Slurm's PriorityDecayHalfLife).
   int64_t usage_half_life_s = 7 * 24 * 3600;
-  // The timer: a pass runs at least this often (runUntilStopped only).
+  // The timer: a pass starts at least this often (runUntilStopped / tick only).
   Micros interval{std::chrono::seconds(10)};
+  // Event-triggered passes start at least max(min_gap, the last pass's duration) after the last
+  // pass ended, so a burst of submissions (each one an event) costs a few passes over the
+  // pending queue instead of one per submission, and the loop spends at most half its time in
+  // passes. An event after a quiet spell still starts a pass at once.
+  Micros min_gap{std::chrono::milliseconds(250)};
 };
 
 // What one pass did, for logs and tests.
@@ -80,9 +85,19 @@ class SchedulingLoop final : public JobListener {
   void jobsChanged() override;
   void runningJobCancelled(const store::JobRecord& before) override;
 
-  // Runs passes on events and every `interval` until `stop` is requested (gpoold's thread).
-  // Errors of a pass are logged and the loop goes on.
+  // Runs passes on events and every `interval` until `stop` is requested (gpoold's thread):
+  // tick(), then a wait for what it returns or for an event. Errors of a pass are logged and the
+  // loop goes on.
   void runUntilStopped(std::stop_token stop);
+
+  // One step of runUntilStopped, driven by the clock's monotonic time: runs a pass when one is
+  // due (the first call; `interval` since the last pass started; or an event since the last pass
+  // and the gap, see LoopOptions::min_gap, has passed) and returns how long to wait before the
+  // next step. `*event_pending` (may be null) tells whether an event is already waiting for its
+  // gap, so the caller must not treat it as new. Tests call it with a SimClock.
+  Micros tick(bool* event_pending = nullptr);
+  // Passes run by tick() so far.
+  uint64_t passesRun() const;
 
   // Decayed usage (billed GPU-seconds) the fair-share factor reads.
   double userUsage(const std::string& user) const;
@@ -112,9 +127,14 @@ class SchedulingLoop final : public JobListener {
   // Jobs told to stop for preemption, with the time by which they leave.
   std::map<int64_t, TimePoint> preempting_;
 
-  std::mutex wake_mu_;
+  mutable std::mutex wake_mu_;
   std::condition_variable_any wake_cv_;
   bool dirty_ = true;
+  // tick()'s pacing, in the clock's monotonic time. GUARDED_BY(wake_mu_).
+  bool ticked_ = false;
+  Micros last_start_{0};
+  Micros last_end_{0};
+  uint64_t passes_ = 0;
 };
 
 }  // namespace gpool::controller

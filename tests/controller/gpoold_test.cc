@@ -188,6 +188,8 @@ TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
 TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
   Child child = spawn({"--config", writeConfig("node_down_afterr = \"90s\"\n"), "--once"});
   EXPECT_EQ(waitExit(child), 2);
+  Child bad_gap = spawn({"--config", writeConfig("schedule_min_gap_ms = -1\n"), "--once"});
+  EXPECT_EQ(waitExit(bad_gap), 2);
   for (const char* threads : {"0", "257", "\"many\""}) {
     Child bad_threads =
         spawn({"--config", writeConfig(std::string("api_threads = ") + threads + "\n"), "--once"});

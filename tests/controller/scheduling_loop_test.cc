@@ -157,6 +157,69 @@ TEST_F(SchedulingLoopTest, SubmitPlacedRunningCompleted) {
   EXPECT_EQ(gateway_.assigned.size(), 1u);
 }
 
+// Pacing (LoopOptions::min_gap, 250 ms by default): 1,000 submissions over one simulated
+// second wake the loop 1,000 times but run about one pass per gap, not one per submission, and
+// what was submitted during the burst is placed within one gap after it.
+TEST_F(SchedulingLoopTest, BurstOfSubmissionsRunsBoundedPasses) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  ctl_->loop.tick();  // the first step always runs a pass
+  ASSERT_EQ(ctl_->loop.passesRun(), 1u);
+  int64_t last = 0;
+  for (int i = 0; i < 1000; ++i) {
+    clock_.advance(std::chrono::milliseconds(1));
+    ctl_->loop.tick();
+    last = submit(makeSpec(i < 999 ? 1000 : 250));
+  }
+  // 1 s / 250 ms: four gap-paced passes, plus the one at the start (without the gap: 1,001).
+  EXPECT_EQ(ctl_->loop.passesRun(), 5u);
+  // The last submission is still waiting for its gap, and gets its pass when the gap is over.
+  bool event_pending = false;
+  Micros wait = ctl_->loop.tick(&event_pending);
+  EXPECT_TRUE(event_pending);
+  EXPECT_GT(wait, Micros{0});
+  EXPECT_LE(wait, std::chrono::milliseconds(250));
+  clock_.advance(wait);
+  uint64_t before = ctl_->loop.passesRun();
+  ctl_->loop.tick(&event_pending);
+  EXPECT_EQ(ctl_->loop.passesRun(), before + 1);
+  EXPECT_FALSE(event_pending);
+  // Eight GPUs: eight whole-GPU jobs run, and the last (fractional) job waits its turn.
+  EXPECT_EQ(gateway_.assigned.size(), 8u);
+  EXPECT_EQ(state(last), "PENDING");
+}
+
+TEST_F(SchedulingLoopTest, SingleSubmitStartsWithinOneGap) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  ctl_->loop.tick();
+  // After a quiet spell (longer than the gap, shorter than the timer) a submission's pass runs
+  // at once.
+  clock_.advance(std::chrono::seconds(1));
+  int64_t first = submit(makeSpec(1000));
+  ctl_->loop.tick();
+  EXPECT_EQ(ctl_->loop.passesRun(), 2u);
+  EXPECT_EQ(state(first), "RUNNING");
+  // One right after a pass waits for the rest of the gap, no longer.
+  clock_.advance(std::chrono::milliseconds(100));
+  int64_t second = submit(makeSpec(1000));
+  bool event_pending = false;
+  Micros wait = ctl_->loop.tick(&event_pending);
+  EXPECT_EQ(ctl_->loop.passesRun(), 2u);
+  EXPECT_TRUE(event_pending);
+  EXPECT_EQ(wait, std::chrono::milliseconds(150));
+  EXPECT_EQ(state(second), "PENDING");
+  clock_.advance(wait);
+  ctl_->loop.tick();
+  EXPECT_EQ(ctl_->loop.passesRun(), 3u);
+  EXPECT_EQ(state(second), "RUNNING");
+  // Without events, the timer (10 s) still runs passes.
+  wait = ctl_->loop.tick(&event_pending);
+  EXPECT_FALSE(event_pending);
+  EXPECT_EQ(wait, std::chrono::seconds(10));
+  clock_.advance(wait);
+  ctl_->loop.tick();
+  EXPECT_EQ(ctl_->loop.passesRun(), 4u);
+}
+
 TEST_F(SchedulingLoopTest, FailedExitAndOomAreRecorded) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
   int64_t failed = submit(makeSpec(1000));
