@@ -27,26 +27,17 @@ JobService::JobService(store::Store& store, const NodeRegistry& registry, Clock&
     : store_(store), registry_(registry), clock_(clock), listener_(listener) {}
 
 Status JobService::checkAgainstPool(const api::JobSpec& spec) const {
-  std::vector<api::Node> nodes = registry_.nodes();
-  if (nodes.empty()) return Status::ok();
+  // The registry's cached summary: a submission no longer copies every node.
+  std::shared_ptr<const PoolSummary> pool = registry_.poolSummary();
+  if (pool->nodes == 0) return Status::ok();
   const api::TaskResources& res = spec.resources;
   const api::Constraints& c = spec.constraints;
-  size_t max_gpus = 0;
-  uint64_t max_gpu_memory = 0;
-  uint64_t max_cpus = 0;
-  uint64_t max_ram = 0;
-  std::set<std::string> models;
-  api::ComputeCapability max_cc;
-  for (const api::Node& node : nodes) {
-    max_gpus = std::max(max_gpus, node.gpus.size());
-    max_cpus = std::max(max_cpus, node.cpus_milli);
-    max_ram = std::max(max_ram, node.ram_mib);
-    for (const api::Gpu& gpu : node.gpus) {
-      max_gpu_memory = std::max(max_gpu_memory, gpu.memory_mib);
-      models.insert(gpu.model);
-      max_cc = std::max(max_cc, gpu.compute_capability);
-    }
-  }
+  const size_t max_gpus = pool->max_gpus;
+  const uint64_t max_gpu_memory = pool->max_gpu_memory_mib;
+  const uint64_t max_cpus = pool->max_cpus_milli;
+  const uint64_t max_ram = pool->max_ram_mib;
+  const std::set<std::string>& models = pool->gpu_models;
+  const api::ComputeCapability& max_cc = pool->max_compute_capability;
   uint32_t whole = res.gpus_milli >= 1000 ? res.gpus_milli / 1000 : 0;
   if (res.gpus_milli > 0 && max_gpus == 0) {
     return bad("resources.gpus", "the pool has no GPUs");
@@ -95,16 +86,13 @@ Status JobService::checkAgainstPool(const api::JobSpec& spec) const {
     return bad("resources.ram",
                mib(res.ram_mib) + " per task, but the largest server has " + mib(max_ram));
   }
-  if (spec.nodes > nodes.size()) {
+  if (spec.nodes > pool->nodes) {
     return bad("nodes", std::to_string(spec.nodes) + " nodes, but the pool has " +
-                            std::to_string(nodes.size()));
+                            std::to_string(pool->nodes));
   }
   for (const auto& [key, value] : c.node_labels) {
-    bool any = std::any_of(nodes.begin(), nodes.end(), [&](const api::Node& n) {
-      auto it = n.labels.find(key);
-      return it != n.labels.end() && it->second == value;
-    });
-    if (!any) return bad("constraints.node_labels", "no node has label " + key + "=" + value);
+    if (pool->labels.count({key, value}) == 0)
+      return bad("constraints.node_labels", "no node has label " + key + "=" + value);
   }
   return Status::ok();
 }

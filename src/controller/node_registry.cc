@@ -19,7 +19,32 @@ Status NodeRegistry::load() {
     if (node.state != api::NodeState::kDown) node.last_seen = now;
     nodes_[node.name] = std::move(node);
   }
+  summariseLocked();
   return Status::ok();
+}
+
+void NodeRegistry::summariseLocked() {
+  auto summary = std::make_shared<PoolSummary>();
+  summary->nodes = nodes_.size();
+  for (const auto& [name, node] : nodes_) {
+    summary->max_gpus = std::max(summary->max_gpus, node.gpus.size());
+    summary->max_cpus_milli = std::max(summary->max_cpus_milli, node.cpus_milli);
+    summary->max_ram_mib = std::max(summary->max_ram_mib, node.ram_mib);
+    for (const api::Gpu& gpu : node.gpus) {
+      summary->max_gpu_memory_mib = std::max(summary->max_gpu_memory_mib, gpu.memory_mib);
+      summary->gpu_models.insert(gpu.model);
+      summary->max_compute_capability =
+          std::max(summary->max_compute_capability, gpu.compute_capability);
+    }
+    for (const auto& label : node.labels)
+      summary->labels.insert(label);
+  }
+  summary_ = std::move(summary);
+}
+
+std::shared_ptr<const PoolSummary> NodeRegistry::poolSummary() const {
+  std::lock_guard lock(mu_);
+  return summary_;
 }
 
 Status NodeRegistry::saveLocked(const api::Node& node) {
@@ -45,6 +70,7 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   int64_t& epoch = epochs_[node.name];
   epoch = std::max(epoch + 1, toUnixMicros(now));
   nodes_[node.name] = std::move(node);
+  summariseLocked();
   return epoch;
 }
 

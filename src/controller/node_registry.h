@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,20 @@ namespace gpool::controller {
 struct NodeRegistryOptions {
   // A node without contact for this long goes DOWN (the protocol's `node_down_after`).
   Micros down_after{std::chrono::seconds(90)};
+};
+
+// What the registered nodes offer at most, whatever their state: what submissions are checked
+// against (JobService). Depends only on the nodes' hardware and labels, so it changes only when
+// a node registers (or the registry loads).
+struct PoolSummary {
+  size_t nodes = 0;
+  size_t max_gpus = 0;  // GPUs of the largest server
+  uint64_t max_gpu_memory_mib = 0;
+  uint64_t max_cpus_milli = 0;
+  uint64_t max_ram_mib = 0;
+  api::ComputeCapability max_compute_capability;
+  std::set<std::string> gpu_models;
+  std::set<std::pair<std::string, std::string>> labels;  // every (key, value) some node has
 };
 
 // Thread-safety: all methods may be called from any thread (one mutex).
@@ -54,10 +70,14 @@ class NodeRegistry {
   int64_t nodeEpoch(const std::string& name) const;
 
   std::vector<api::Node> nodes() const;  // ordered by name
+  // The current summary, recomputed on each registration: a submission reads it without
+  // copying every node. Never null; the snapshot stays valid after later changes.
+  std::shared_ptr<const PoolSummary> poolSummary() const;
   Result<api::Node> node(const std::string& name) const;
 
  private:
   Status saveLocked(const api::Node& node);
+  void summariseLocked();
 
   store::Store& store_;
   Clock& clock_;
@@ -65,6 +85,7 @@ class NodeRegistry {
   mutable std::mutex mu_;
   std::map<std::string, api::Node> nodes_;
   std::map<std::string, int64_t> epochs_;
+  std::shared_ptr<const PoolSummary> summary_ = std::make_shared<PoolSummary>();
 };
 
 }  // namespace gpool::controller

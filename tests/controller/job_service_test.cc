@@ -141,6 +141,33 @@ TEST_F(JobServiceTest, FeasibleEdgesAreAccepted) {
   EXPECT_TRUE(submitStatus(s).isOk());
 }
 
+// The checks read the registry's cached pool summary: it follows registrations (a bigger
+// server, a new label) and survives a restart of the registry.
+TEST_F(JobServiceTest, PoolChecksFollowNewNodes) {
+  api::JobSpec big = makeSpec(16'000);
+  expectBadField(big, "job.resources.gpus");
+  api::JobSpec labelled = makeSpec(1000);
+  labelled.constraints.node_labels["zone"] = "b";
+  expectBadField(labelled, "job.constraints.node_labels");
+  api::Node large = makeNode("gpu-03", 16, 81920);
+  large.labels["zone"] = "b";
+  ASSERT_TRUE(registry_.registerNode(large).ok());
+  EXPECT_TRUE(submitStatus(big).isOk());
+  EXPECT_TRUE(submitStatus(labelled).isOk());
+  // Re-registered with fewer GPUs and without the label: the summary shrinks again.
+  ASSERT_TRUE(registry_.registerNode(makeNode("gpu-03", 4, 81920)).ok());
+  expectBadField(big, "job.resources.gpus");
+  expectBadField(labelled, "job.constraints.node_labels");
+  NodeRegistry reloaded(*store_, clock_);
+  ASSERT_TRUE(reloaded.load().isOk());
+  std::shared_ptr<const PoolSummary> pool = reloaded.poolSummary();
+  EXPECT_EQ(pool->nodes, 3u);
+  EXPECT_EQ(pool->max_gpus, 8u);
+  EXPECT_EQ(pool->max_gpu_memory_mib, 81920u);
+  EXPECT_EQ(pool->labels.count({"zone", "a"}), 1u);
+  EXPECT_EQ(pool->labels.count({"zone", "b"}), 0u);
+}
+
 TEST_F(JobServiceTest, SubmitAsSomeoneElseNeedsTheRole) {
   Status s = service_.submit(alice_, SubmitRequest{makeSpec(250), "bob", 1002, "ml"}).status();
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
