@@ -16,11 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-Result<json> jobJson(const store::JobRecord& record) {
-  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
-  return api::toJson(job);
-}
-
 json eventJson(const store::JobEvent& e) {
   return json{{"seq", e.seq},
               {"time_us", toUnixMicros(e.time)},
@@ -73,13 +68,18 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                  filter.limit = static_cast<int32_t>(l);
                }
                GPOOL_ASSIGN_OR_RETURN(store::JobPage page, jobs.list(caller, filter));
-               json out = {{"jobs", json::array()}, {"next_after", nullptr}};
-               for (const store::JobRecord& r : page.jobs) {
-                 GPOOL_ASSIGN_OR_RETURN(json j, jobJson(r));
-                 out["jobs"].push_back(std::move(j));
+               // {"jobs":[...],"next_after":N|null}, written as text so that each job's
+               // stored spec is served as stored (store::apiJobJsonText).
+               std::string body = "{\"jobs\":[";
+               for (size_t i = 0; i < page.jobs.size(); ++i) {
+                 GPOOL_ASSIGN_OR_RETURN(std::string j, store::apiJobJsonText(page.jobs[i]));
+                 if (i > 0) body += ',';
+                 body += j;
                }
-               if (page.next_after_id) out["next_after"] = *page.next_after_id;
-               return jsonResponse(200, out);
+               body += "],\"next_after\":";
+               body += page.next_after_id ? std::to_string(*page.next_after_id) : "null";
+               body += '}';
+               return net::Response::json(200, std::move(body));
              }));
   if (!added.isOk()) return added;
 

@@ -4,6 +4,7 @@
 
 #include "api/allocation.h"
 #include "api/job_spec.h"
+#include "api/json_reader.h"
 
 namespace gpool::store {
 namespace {
@@ -60,11 +61,12 @@ std::string placementJsonFor(const std::vector<api::Allocation>& allocations) {
   return a.dump();
 }
 
-Result<api::Job> apiJobFrom(const JobRecord& record) {
-  const std::string what = "job " + std::to_string(record.id);
+namespace {
+
+// Every field of the api view but the spec.
+Result<api::Job> jobWithoutSpec(const JobRecord& record, const std::string& what) {
   api::Job job;
   job.id = static_cast<uint64_t>(record.id);
-  GPOOL_ASSIGN_OR_RETURN(job.spec, decodeStored<api::JobSpec>(record.spec_json, what + ".spec"));
   job.user = record.user;
   job.uid = record.uid;
   job.group = record.group;
@@ -90,6 +92,37 @@ Result<api::Job> apiJobFrom(const JobRecord& record) {
     }
   }
   return job;
+}
+
+}  // namespace
+
+Result<api::Job> apiJobFrom(const JobRecord& record) {
+  const std::string what = "job " + std::to_string(record.id);
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, jobWithoutSpec(record, what));
+  GPOOL_ASSIGN_OR_RETURN(job.spec, decodeStored<api::JobSpec>(record.spec_json, what + ".spec"));
+  return job;
+}
+
+Result<std::string> apiJobJsonText(const JobRecord& record) {
+  const std::string what = "job " + std::to_string(record.id);
+  // The stored spec is api::toJson(spec).dump(), the same compact text dumpJson writes, so it
+  // is spliced in as it is. Checked to be one JSON object, so that a hand-edited row cannot
+  // break the document it is spliced into.
+  if (record.spec_json.empty() || record.spec_json.front() != '{' ||
+      !nlohmann::json::accept(record.spec_json)) {
+    return Status::internal(what + ".spec: stored JSON does not parse");
+  }
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, jobWithoutSpec(record, what));
+  nlohmann::json j = api::toJson(job);
+  j["spec"] = nullptr;
+  std::string text = api::dumpJson(j);
+  // Keys are sorted and every value after "spec" (state, submit_time_us, uid, user, ...) is a
+  // scalar whose quotes are escaped, so the last structural "spec":null is the job's own.
+  static constexpr std::string_view kPlaceholder = "\"spec\":null";
+  size_t at = text.rfind(kPlaceholder);
+  if (at == std::string::npos) return Status::internal(what + ": cannot place its spec");
+  text.replace(at + kPlaceholder.size() - 4, 4, record.spec_json);
+  return text;
 }
 
 Result<api::Job> loadApiJob(Store& store, int64_t id) {

@@ -37,6 +37,13 @@ Result<std::vector<int64_t>> submitApiJob(Store& store, const std::string& user,
 Result<api::Job> apiJobFrom(const JobRecord& record);
 Result<api::Job> loadApiJob(Store& store, int64_t id);
 
+// api::dumpJson(api::toJson(apiJobFrom(record))) for a stored row, the way a list serves it:
+// the stored spec text is spliced in as stored (it is the canonical api::toJson(spec).dump())
+// instead of being decoded strictly and encoded again, which cost most of a list page. The
+// spec is only checked to be one JSON object (Internal otherwise); the other fields are checked
+// as apiJobFrom checks them. Show and the scheduler still decode strictly.
+Result<std::string> apiJobJsonText(const JobRecord& record);
+
 // The placement text recordPlacement stores for these allocations (a JSON array).
 std::string placementJsonFor(const std::vector<api::Allocation>& allocations);
 

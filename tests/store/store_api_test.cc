@@ -4,6 +4,7 @@
 
 #include "api/allocation.h"
 #include "api/job_spec.h"
+#include "api/json_reader.h"
 #include "store/api_codec.h"
 #include "store/store_test_fixture.h"
 
@@ -97,6 +98,44 @@ TEST_P(ApiCodecTest, ArraySubmissionBecomesOneArray) {
   }
 }
 
+// A list serves each job as apiJobJsonText writes it, splicing the stored spec in as stored: the
+// bytes must be exactly what show writes (strict decode, then encode) for every kind of row.
+TEST_P(ApiCodecTest, ListTextIsWhatShowWrites) {
+  api::JobSpec spec = sampleSpec();
+  spec.name = "q\"uote \\ \"spec\":null \u00e9t\u00e9 \U0001F680";
+  spec.env["ODD"] = "{\"spec\":null}";
+  auto array = api::parseArraySpec("0-2");
+  ASSERT_TRUE(array.ok());
+  spec.array = *array;
+  auto ids = submitApiJob(store(), "dora", 1004, "ml", spec, at(0));
+  ASSERT_TRUE(ids.ok()) << ids.status().toString();
+  auto plain = submitApiJob(store(), "dora", 1004, "", sampleSpec(), at(1));
+  ASSERT_TRUE(plain.ok());
+  std::vector<api::Allocation> allocations(2);
+  for (uint32_t t = 0; t < 2; ++t) {
+    allocations[t].task = t;
+    allocations[t].node = "gpu-01";
+    allocations[t].slices = {api::Slice{"GPU-0000000" + std::to_string(t), 1024, 500, false}};
+  }
+  ASSERT_TRUE(
+      store().recordPlacement(ids->at(1), placementJsonFor(allocations), at(5), "placed").ok());
+  ASSERT_TRUE(
+      store().recordPlacement(plain->at(0), placementJsonFor(allocations), at(5), "p").ok());
+  ASSERT_TRUE(store().recordEnd(plain->at(0), "FAILED", 3, at(9), "exit \"3\"").isOk());
+  JobFilter filter;
+  filter.user = "dora";
+  auto page = store().listJobs(filter);
+  ASSERT_TRUE(page.ok()) << page.status().toString();
+  ASSERT_EQ(page->jobs.size(), 4u);
+  for (const JobRecord& record : page->jobs) {
+    auto job = apiJobFrom(record);
+    ASSERT_TRUE(job.ok()) << job.status().toString();
+    auto text = apiJobJsonText(record);
+    ASSERT_TRUE(text.ok()) << text.status().toString();
+    EXPECT_EQ(*text, api::dumpJson(api::toJson(*job))) << "job " << record.id;
+  }
+}
+
 TEST_P(ApiCodecTest, NodeWithItsGpusRoundTrips) {
   api::Node node;
   node.name = "gpu-01.lab";
@@ -177,6 +216,12 @@ TEST_P(ApiCodecTest, ACorruptRowIsAnInternalErrorNotACrash) {
   auto ids = submitApiJob(store(), "carol", 1003, "ml", sampleSpec(), at(0));
   ASSERT_TRUE(ids.ok());
   ASSERT_TRUE(store().execForTest("UPDATE jobs SET spec_json = '{\"name\": 12'").isOk());
+  // A list page checks the text it splices in is one JSON object.
+  for (const char* bad : {"'{\"name\": 12'", "'[1]'", "'{} {}'", "''"}) {
+    ASSERT_TRUE(store().execForTest(std::string("UPDATE jobs SET spec_json = ") + bad).isOk());
+    auto text = apiJobJsonText(*store().getJob(ids->at(0)));
+    EXPECT_EQ(text.status().code(), StatusCode::kInternal) << bad;
+  }
   auto job = loadApiJob(store(), ids->at(0));
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), StatusCode::kInternal);
