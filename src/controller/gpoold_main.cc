@@ -108,7 +108,11 @@ int run(const std::string& config_path, bool once) {
   std::unique_ptr<net::Server> server;
   if (!settings->socket.empty()) {
     net::Router router;
-    if (Status s = addApiRoutes(router, **store, service, registry); !s.isOk()) {
+    ApiRouteOptions api_options;
+    api_options.user_usage = [&loop](const std::string& user) { return loop.userUsage(user); };
+    api_options.group_usage = [&loop](const std::string& group) { return loop.groupUsage(group); };
+    api_options.usage_half_life_s = settings->usage_half_life_s;
+    if (Status s = addApiRoutes(router, **store, service, registry, api_options); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
       return 1;
     }

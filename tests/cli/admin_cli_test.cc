@@ -452,6 +452,93 @@ TEST_F(AdminCliTest, UsageReportAndCsvReadBack) {
   EXPECT_EQ(gpool({"usage", "--csv", "--json"}).rc, 2);
 }
 
+TEST_F(AdminCliTest, AccountQuotaAndUsageOfMine) {
+  if (geteuid() != 0 || !getpwnam("nobody")) GTEST_SKIP() << "needs root and a nobody user";
+  TimePoint now = realClock().now();
+  {
+    // nobody used half a GPU for 2 hours (1 GPU-hour) in group ml; alice used some too.
+    auto store = ct::openStore(db_);
+    for (auto [user, milli] : {std::pair<std::string, uint32_t>{"nobody", 500}, {"alice", 1000}}) {
+      auto ids = store::submitApiJob(*store, user, 1000, "ml", ct::makeSpec(milli, "run"),
+                                     now - std::chrono::hours(3));
+      ASSERT_TRUE(ids.ok());
+      api::Allocation a;
+      a.node = "gpu-01";
+      api::Slice s;
+      s.gpu_uuid = "GPU-gpu-01-0";
+      s.compute_milli = milli;
+      s.memory_mib = 1024;
+      a.slices.push_back(s);
+      ASSERT_TRUE(store
+                      ->recordPlacement((*ids)[0], store::placementJsonFor({a}),
+                                        now - std::chrono::hours(3), "placed")
+                      .ok());
+      ASSERT_TRUE(
+          store->recordEnd((*ids)[0], "COMPLETED", 0, now - std::chrono::hours(1), "done").isOk());
+    }
+  }
+  startDaemon();
+  ASSERT_EQ(gpool({"group", "add", "ml", "--gid", "3000"}).rc, 0);
+  ASSERT_EQ(gpool({"user", "add", "nobody", "--group", "ml"}).rc, 0);  // uid from passwd
+  ASSERT_EQ(gpool({"quota", "set", "--user", "nobody", "--max-gpus", "2", "--gpu-hours", "10"}).rc,
+            0);
+  ASSERT_EQ(gpool({"quota", "set", "--group", "ml", "--max-gpus", "4"}).rc, 0);
+
+  Output account = gpoolAsNobody({"account"});
+  ASSERT_EQ(account.rc, 0) << account.err;
+  std::string uid = std::to_string(getpwnam("nobody")->pw_uid);
+  EXPECT_TRUE(contains(account.out, "User:               nobody (uid " + uid + ")\n"))
+      << account.out;
+  EXPECT_TRUE(contains(account.out, "Role:               user\n")) << account.out;
+  EXPECT_TRUE(contains(account.out, "Groups:             ml\n")) << account.out;
+  EXPECT_TRUE(contains(account.out, "Jobs:               0 running, 0 pending\n")) << account.out;
+  EXPECT_TRUE(contains(account.out, "Quota(user nobody): max_gpus=2 gpu_hours=10/30-00:00:00"))
+      << account.out;
+  EXPECT_TRUE(contains(account.out,
+                       "Used(user nobody):  gpus 0/2, gpu_hours 1.00/10 in the "
+                       "last 30-00:00:00\n"))
+      << account.out;
+  EXPECT_TRUE(contains(account.out, "Quota(group ml):    max_gpus=4")) << account.out;
+  EXPECT_TRUE(contains(account.out, "FairShare:          decayed usage ")) << account.out;
+
+  Output as_json = gpoolAsNobody({"account", "--json"});
+  ASSERT_EQ(as_json.rc, 0) << as_json.err;
+  json j = json::parse(as_json.out);
+  EXPECT_EQ(j["user"], "nobody");
+  EXPECT_EQ(j["has_record"], true);
+  ASSERT_EQ(j["quotas"].size(), 2u);
+  ASSERT_TRUE(j["fair_share"].is_object()) << as_json.out;
+  double decayed = j["fair_share"]["user_gpu_hours"].get<double>();
+  EXPECT_GT(decayed, 0.5);  // 1 GPU-hour, decayed by hours of a 7-day half-life
+  EXPECT_LE(decayed, 1.0 + 1e-9);
+
+  Output quota = gpoolAsNobody({"quota", "--mine"});
+  ASSERT_EQ(quota.rc, 0) << quota.err;
+  std::vector<std::string> rows = lines(quota.out);
+  ASSERT_EQ(rows.size(), 7u) << quota.out;
+  EXPECT_EQ(rows[0].rfind("SUBJECT  NAME    MAX_GPUS", 0), 0u) << quota.out;
+  EXPECT_EQ(rows[4], "SUBJECT  NAME    GPUS(now/max)  GPU_HOURS(period/max)");
+  EXPECT_EQ(rows[5], "group    ml                0/4                   3.00");
+  EXPECT_EQ(rows[6], "user     nobody            0/2                1.00/10");
+  Output quota_json = gpoolAsNobody({"account", "quota", "--json"});
+  ASSERT_EQ(quota_json.rc, 0) << quota_json.err;
+  EXPECT_EQ(json::parse(quota_json.out)["quotas"].size(), 2u);
+
+  Output usage = gpoolAsNobody({"usage", "--mine"});
+  ASSERT_EQ(usage.rc, 0) << usage.err;
+  rows = lines(usage.out);
+  ASSERT_EQ(rows.size(), 4u) << usage.out;
+  EXPECT_EQ(rows[1], "USER    GPU-HOURS  JOBS");
+  EXPECT_EQ(rows[2], "nobody       1.00     1");
+  EXPECT_EQ(rows[3].rfind("Fair share: decayed usage ", 0), 0u) << usage.out;
+  // As root (an admin), --mine still means root's own rows: none here.
+  Output root_usage = gpool({"usage", "--mine", "--json"});
+  ASSERT_EQ(root_usage.rc, 0) << root_usage.err;
+  EXPECT_TRUE(json::parse(root_usage.out)["rows"].empty());
+  Output both = gpool({"quota", "list", "--mine"});
+  EXPECT_EQ(both.rc, 2);
+}
+
 TEST_F(AdminCliTest, ConfigCheck) {
   std::string good = writeConfig();
   Output ok = gpool({"config", "check", good});
