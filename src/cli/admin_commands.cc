@@ -653,10 +653,24 @@ Status runGroupSet(const GlobalOptions& global, const GroupArgs& a) {
   return printGroupResult(global, api, a.name, "Changed");
 }
 
+// Deleting a group leaves its name in the members' user records (membership lives there), so
+// the command takes it out of them too, once the delete itself was allowed.
 Status runGroupRemove(const GlobalOptions& global, const std::string& name) {
   GPOOL_RETURN_IF_ERROR(validName(name, "group name", "GROUP"));
-  return removeThing(global, "/v1/groups/" + pathName(name), "group " + name, "group remove",
-                     kAdminRole);
+  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(Membership m, membership(api));
+  Result<json> answer = api.del("/v1/groups/" + pathName(name));
+  if (!answer.ok()) return explainDenied(answer.status(), "group remove", kAdminRole);
+  for (const std::string& user : m.members[name])
+    GPOOL_RETURN_IF_ERROR(changeMember(api, user, name, false, std::nullopt, "group remove"));
+  if (global.json) {
+    (*answer)["members_removed"] = m.members[name];
+    printJson(*answer);
+  } else {
+    std::cout << "Removed group " << name << " (and it from the groups of "
+              << joined(m.members[name], "no user") << ")\n";
+  }
+  return Status::ok();
 }
 
 // ---------------------------------------------------------------- quotas

@@ -256,8 +256,11 @@ TEST_F(AdminCliTest, UsersAndGroups) {
   ASSERT_EQ(removed.rc, 0) << removed.err;
   EXPECT_EQ(removed.out, "Removed user bob\n");
   EXPECT_EQ(gpool({"user", "show", "bob"}).rc, 3);
-  ASSERT_EQ(gpool({"group", "remove", "vision"}).rc, 0);
+  Output group_removed = gpool({"group", "remove", "vision"});
+  ASSERT_EQ(group_removed.rc, 0) << group_removed.err;
+  EXPECT_EQ(group_removed.out, "Removed group vision (and it from the groups of alice)\n");
   EXPECT_EQ(gpool({"group", "show", "vision"}).rc, 3);
+  EXPECT_TRUE(contains(gpool({"user", "show", "alice"}).out, "Groups:     -\n"));
 }
 
 TEST_F(AdminCliTest, QuotasAndQos) {
