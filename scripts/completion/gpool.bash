@@ -6,13 +6,17 @@ _gpool() {
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local commands="submit queue show cancel nodes up down sim version"
+  # The admin and account commands (src/cli/admin_commands.cc).
+  commands+=" user group quota qos drain resume usage account config"
   local global="--socket --json --help --version"
   cmd=""
+  local sub=""
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "${COMP_WORDS[i]}" in
       --socket) ((i++)) ;;
       -*) ;;
-      *) cmd="${COMP_WORDS[i]}"; break ;;
+      *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then
+           sub="${COMP_WORDS[i]}"; fi ;;
     esac
   done
   if [[ "$prev" == "--socket" ]]; then
@@ -46,6 +50,87 @@ _gpool() {
     show) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
     cancel) COMPREPLY=($(compgen -W "--mine --help $global" -- "$cur")) ;;
     nodes) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+    user)
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "list show add set remove --help" -- "$cur")) ;;
+        *) case "$prev" in
+             --role) COMPREPLY=($(compgen -W "user group-admin admin" -- "$cur")); return ;;
+             --group|--groups|--add-group|--remove-group) COMPREPLY=($(compgen -g -- "$cur")); return ;;
+             --uid|--default-qos) return ;;
+           esac
+           if [[ "$cur" == -* ]]; then
+             COMPREPLY=($(compgen -W "--uid --group --groups --add-group --remove-group --role \
+               --default-qos --help $global" -- "$cur"))
+           else
+             COMPREPLY=($(compgen -u -- "$cur"))
+           fi ;;
+      esac ;;
+    group)
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "list show add set remove --help" -- "$cur")) ;;
+        *) case "$prev" in
+             --member|--admin|--add-member|--remove-member|--add-admin|--remove-admin)
+               COMPREPLY=($(compgen -u -- "$cur")); return ;;
+             --project-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+             --gid) return ;;
+           esac
+           if [[ "$cur" == -* ]]; then
+             COMPREPLY=($(compgen -W "--gid --project-dir --member --admin --add-member \
+               --remove-member --add-admin --remove-admin --help $global" -- "$cur"))
+           else
+             COMPREPLY=($(compgen -g -- "$cur"))
+           fi ;;
+      esac ;;
+    quota)
+      case "$prev" in
+        --user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
+        --group) COMPREPLY=($(compgen -g -- "$cur")); return ;;
+        --max-gpus|--gpu-hours|--period|--max-gpu-mem|--max-compute|--max-run-time|\
+        --priority-weight|--guaranteed-gpus) return ;;
+      esac
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "list show set remove --mine --help $global" -- "$cur")) ;;
+        set) COMPREPLY=($(compgen -W "--user --group --max-gpus --gpu-hours --period \
+               --max-gpu-mem --max-compute --max-run-time --priority-weight --guaranteed-gpus \
+               --help $global" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "--user --group --help $global" -- "$cur")) ;;
+      esac ;;
+    qos)
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "list add set remove --help" -- "$cur")) ;;
+        *) case "$prev" in
+             --priority|--description|--max-gpus-per-user|--max-wall-time|--grace-time) return ;;
+           esac
+           COMPREPLY=($(compgen -W "--priority --description --preemptible --no-preemptible \
+             --max-gpus-per-user --max-wall-time --grace-time --help $global" -- "$cur")) ;;
+      esac ;;
+    drain)
+      [[ "$prev" == "--reason" ]] && return
+      COMPREPLY=($(compgen -W "--reason --help $global" -- "$cur")) ;;
+    resume) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+    usage)
+      case "$prev" in
+        --by) COMPREPLY=($(compgen -W "user group" -- "$cur")); return ;;
+        --from|--to) return ;;
+      esac
+      COMPREPLY=($(compgen -W "--by --from --to --csv --mine --help $global" -- "$cur")) ;;
+    account)
+      if [[ -z "$sub" ]]; then
+        COMPREPLY=($(compgen -W "quota --help $global" -- "$cur"))
+      else
+        COMPREPLY=($(compgen -W "--help $global" -- "$cur"))
+      fi ;;
+    config)
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "check --help" -- "$cur")) ;;
+        *) if [[ "$prev" == "--kind" ]]; then
+             COMPREPLY=($(compgen -W "gpoold agent" -- "$cur"))
+           elif [[ "$cur" == -* ]]; then
+             COMPREPLY=($(compgen -W "--kind --help $global" -- "$cur"))
+           else
+             COMPREPLY=($(compgen -f -- "$cur"))
+           fi ;;
+      esac ;;
     *) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac
 }

@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 
+#include "cli/admin_commands.h"
 #include "cli/client_commands.h"
 #include "cli/up_command.h"
 #include "common/status.h"
@@ -35,6 +36,7 @@ int runCli(const std::vector<std::string>& args) {
   auto* version = app.add_subcommand("version", "Print the version of this gpool build");
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
   registerClientCommands(app, global);
+  registerAdminCommands(app, global);
   sim::registerSimCommands(app);
   registerUpCommands(app);
 

@@ -124,6 +124,9 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   ctx.registry = &registry;
   ctx.clock = options.clock ? options.clock : &realClock();
   ctx.caller_for = options.caller_for;
+  ctx.user_usage = options.user_usage;
+  ctx.group_usage = options.group_usage;
+  ctx.usage_half_life_s = options.usage_half_life_s;
   if (!ctx.caller_for) {
     ctx.caller_for = [&store](const net::Request& req) { return callerFor(store, req.peer); };
   }

@@ -20,7 +20,8 @@
 //   nodes:  GET /v1/nodes, GET /v1/nodes/{name}, POST /v1/nodes/{name}/drain|resume,
 //           GET /v1/gpus, GET /v1/summary
 //   catalog: GET /v1/users|groups|quotas|qos, GET/PUT/DELETE /v1/users/{name},
-//           /v1/groups/{name}, /v1/quotas/{subject}/{name}, /v1/qos/{name}; GET /v1/usage
+//           /v1/groups/{name}, /v1/quotas/{subject}/{name}, /v1/qos/{name}; GET /v1/usage;
+//           GET /v1/account (the caller: identity, role, groups, quotas and use, fair share)
 // Errors are the JSON error bodies of net::Response::error with the Status's HTTP code; bad
 // input (bad JSON, unknown fields or query parameters, bad paging, bad names) is always a 4xx
 // naming the field.
@@ -41,6 +42,12 @@ struct ApiRouteOptions {
   // Decides who a request runs as; empty: callerFor(store, request.peer). Tests use it to act
   // as users of every role over one socket.
   std::function<Result<Caller>(const net::Request&)> caller_for;
+  // Fair share for GET /v1/account: the scheduler's decayed usage (billed GPU-seconds) of a user
+  // and of a group, e.g. SchedulingLoop::userUsage/groupUsage, and its half-life. Empty: the
+  // route reports "fair_share": null. Called from the server's threads.
+  std::function<double(const std::string&)> user_usage;
+  std::function<double(const std::string&)> group_usage;
+  int64_t usage_half_life_s = 0;
 };
 
 // Adds the routes; every referenced object must outlive the server.

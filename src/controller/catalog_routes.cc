@@ -1,4 +1,5 @@
-// The catalog: users, groups, quotas, QoS levels, and usage reports.
+// The catalog: users, groups, quotas, QoS levels, usage reports, and the caller's account.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -376,6 +377,123 @@ Status addUsageRoute(net::Router& router, const Context& ctx) {
           }));
 }
 
+// The caller's own view: who they are (user, uid, role, groups, the groups they administer),
+// their jobs and GPUs held now, each quota that applies to them (their user's and their groups')
+// with what is used of it (GPUs held now, GPU-hours in the quota's period), and their fair share
+// (the scheduler's decayed usage). Everyone may read their own; nobody anyone else's here.
+Status addAccountRoute(net::Router& router, const Context& ctx) {
+  store::Store& store = *ctx.store;
+  Clock& clock = *ctx.clock;
+  auto user_usage = ctx.user_usage;
+  auto group_usage = ctx.group_usage;
+  int64_t half_life = ctx.usage_half_life_s;
+  return router.add(
+      net::Method::kGet, "/v1/account",
+      authed(
+          ctx, {},
+          [&store, &clock, user_usage, group_usage, half_life](
+              const Caller& caller, const net::Request&) -> Result<net::Response> {
+            TimePoint now = clock.now();
+            std::vector<std::string> groups;
+            std::string default_qos;
+            bool has_record = false;
+            Result<api::User> user = store::loadApiUser(store, caller.user);
+            if (user.ok()) {
+              has_record = true;
+              groups = user->groups;
+              default_qos = user->default_qos;
+            } else if (user.status().code() != StatusCode::kNotFound) {
+              return user.status();
+            }
+            // Jobs of the caller, and GPUs held per group (for the groups' quotas).
+            GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> jobs,
+                                   store.jobsInStates({"PENDING", "RUNNING", "COMPLETING"}));
+            int64_t running = 0, pending = 0;
+            uint64_t held_milli = 0;
+            std::map<std::string, uint64_t> group_held;
+            for (const store::JobRecord& j : jobs) {
+              bool holds = j.state != "PENDING";
+              if (holds) group_held[j.group] += j.gpu_thousandths;
+              if (j.user != caller.user) continue;
+              if (holds) {
+                ++running;
+                held_milli += j.gpu_thousandths;
+              } else {
+                ++pending;
+              }
+            }
+            auto gpus = [](uint64_t milli) {
+              std::string s = std::to_string(milli / 1000);
+              if (milli % 1000) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, ".%03u", static_cast<unsigned>(milli % 1000));
+                std::string f = buf;
+                while (f.back() == '0')
+                  f.pop_back();
+                s += f;
+              }
+              return s;
+            };
+            // GPU-hours of `key` over the `period_s` before now.
+            auto used_hours = [&](bool by_group, const std::string& key,
+                                  int64_t period_s) -> Result<double> {
+              GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRow> rows,
+                                     store.usageReport(by_group ? store::UsageGrouping::kGroup
+                                                                : store::UsageGrouping::kUser,
+                                                       now - std::chrono::seconds(period_s), now));
+              for (const store::UsageRow& r : rows) {
+                if (r.key == key) return r.gpu_hours;
+              }
+              return 0.0;
+            };
+            json quotas = json::array();
+            GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> records, store.listQuotas());
+            for (const store::QuotaRecord& r : records) {
+              bool is_group = r.subject == store::QuotaSubject::kGroup;
+              bool mine = is_group ? std::find(groups.begin(), groups.end(), r.name) != groups.end()
+                                   : r.name == caller.user;
+              if (!mine) continue;
+              GPOOL_ASSIGN_OR_RETURN(json q, quotaJson(r));
+              int64_t period = q["limits"].value("gpu_hours_period_seconds", int64_t{1});
+              GPOOL_ASSIGN_OR_RETURN(double hours, used_hours(is_group, r.name, period));
+              uint64_t held = is_group ? group_held[r.name] : held_milli;
+              q["used"] = json{{"gpus", gpus(held)},
+                               {"gpus_milli", held},
+                               {"gpu_hours", hours},
+                               {"period_seconds", period}};
+              quotas.push_back(std::move(q));
+            }
+            json fair_share;  // null without the scheduler's ledger
+            if (user_usage) {
+              json by_group = json::object();
+              if (group_usage) {
+                for (const std::string& g : groups)
+                  by_group[g] = group_usage(g) / 3600.0;
+              }
+              fair_share = json{{"half_life_seconds", half_life},
+                                {"user_gpu_hours", user_usage(caller.user) / 3600.0},
+                                {"group_gpu_hours", std::move(by_group)}};
+            }
+            std::string role = caller.role == Role::kAdmin        ? "admin"
+                               : caller.role == Role::kGroupAdmin ? "group-admin"
+                                                                  : "user";
+            return jsonResponse(200, json{{"user", caller.user},
+                                          {"uid", caller.uid},
+                                          {"role", role},
+                                          {"has_record", has_record},
+                                          {"groups", groups},
+                                          {"admin_groups", caller.admin_groups},
+                                          {"default_qos", default_qos},
+                                          {"use",
+                                           {{"running_jobs", running},
+                                            {"pending_jobs", pending},
+                                            {"gpus", gpus(held_milli)},
+                                            {"gpus_milli", held_milli}}},
+                                          {"quotas", std::move(quotas)},
+                                          {"fair_share", std::move(fair_share)}});
+          }));
+}
+
 }  // namespace
 
 Status addCatalogRoutes(net::Router& router, const Context& ctx) {
@@ -384,6 +502,7 @@ Status addCatalogRoutes(net::Router& router, const Context& ctx) {
   if (added.isOk()) added = addQuotaRoutes(router, ctx);
   if (added.isOk()) added = addQosRoutes(router, ctx);
   if (added.isOk()) added = addUsageRoute(router, ctx);
+  if (added.isOk()) added = addAccountRoute(router, ctx);
   return added;
 }
 

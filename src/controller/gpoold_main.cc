@@ -20,13 +20,12 @@
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "config/config.h"
 #include "controller/agent_link.h"
 #include "controller/api_routes.h"
+#include "controller/controller_config.h"
 #include "controller/job_service.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
-#include "logging/log_config.h"
 #include "logging/logging.h"
 #include "net/router.h"
 #include "net/server.h"
@@ -36,53 +35,7 @@
 namespace gpool::controller {
 namespace {
 
-struct Settings {
-  std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
-  std::string sqlite_synchronous;
-  std::string socket;  // the API's Unix socket; empty: no API
-  int64_t node_down_after_s = 90;
-  int64_t lease_duration_s = 60;
-  int64_t heartbeat_interval_s = 5;
-  int64_t schedule_interval_s = 10;
-  int64_t schedule_min_gap_ms = 250;
-  int64_t usage_half_life_s = 7 * 24 * 3600;
-  // Threads serving the API. Each request holds one for its whole run, including a submission's
-  // wait for its durable commit, so this bounds how many requests (and how many submissions
-  // sharing one group commit) are in progress at once.
-  int64_t api_threads = 16;
-  logging::LogOptions log;
-};
-
-Result<Settings> readSettings(const std::string& path) {
-  GPOOL_ASSIGN_OR_RETURN(config::ConfigFile file, config::ConfigFile::load(path));
-  config::ConfigSection root = file.root();
-  Settings s;
-  s.log = logging::readLogOptions(root.section("log"), "gpoold");
-  config::ConfigSection ctl = root.section("controller");
-  s.store = ctl.getString("store", "/var/lib/gpool/gpool.db");
-  s.sqlite_synchronous = ctl.getString("sqlite_synchronous", "FULL");
-  s.socket = ctl.getString("socket", "");
-  if (s.sqlite_synchronous != "FULL" && s.sqlite_synchronous != "NORMAL") {
-    ctl.fail("sqlite_synchronous", "must be FULL or NORMAL");
-  }
-  s.node_down_after_s = ctl.getDuration("node_down_after", 90);
-  s.lease_duration_s = ctl.getDuration("lease_duration", 60);
-  s.heartbeat_interval_s = ctl.getDuration("heartbeat_interval", 5);
-  s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
-  s.schedule_min_gap_ms = ctl.getInt("schedule_min_gap_ms", 250, 0, 60'000);
-  s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
-  s.api_threads = ctl.getInt("api_threads", 16, 1, 256);
-  if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
-  if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
-  if (s.lease_duration_s <= 0) ctl.fail("lease_duration", "must be positive");
-  if (s.heartbeat_interval_s <= 0) ctl.fail("heartbeat_interval", "must be positive");
-  // An agent must have fenced itself (lease expired) before its node is declared DOWN.
-  if (s.lease_duration_s + s.heartbeat_interval_s >= s.node_down_after_s) {
-    ctl.fail("node_down_after", "must exceed lease_duration + heartbeat_interval");
-  }
-  GPOOL_RETURN_IF_ERROR(file.finish());
-  return s;
-}
+using Settings = ControllerSettings;
 
 Result<store::StorePtr> openStore(const Settings& s) {
   bool postgres = s.store.rfind("postgresql://", 0) == 0 || s.store.rfind("postgres://", 0) == 0 ||
@@ -100,7 +53,7 @@ Result<store::StorePtr> openStore(const Settings& s) {
 }
 
 int run(const std::string& config_path, bool once) {
-  Result<Settings> settings = readSettings(config_path);
+  Result<Settings> settings = readControllerSettings(config_path);
   if (!settings.ok()) {
     std::cerr << "gpoold: " << settings.status().message() << "\n";
     return 2;
@@ -156,7 +109,11 @@ int run(const std::string& config_path, bool once) {
   std::unique_ptr<net::Server> server;
   if (!settings->socket.empty()) {
     net::Router router;
-    if (Status s = addApiRoutes(router, **store, service, registry); !s.isOk()) {
+    ApiRouteOptions api_options;
+    api_options.user_usage = [&loop](const std::string& user) { return loop.userUsage(user); };
+    api_options.group_usage = [&loop](const std::string& group) { return loop.groupUsage(group); };
+    api_options.usage_half_life_s = settings->usage_half_life_s;
+    if (Status s = addApiRoutes(router, **store, service, registry, api_options); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
       return 1;
     }

@@ -29,6 +29,9 @@ struct Context {
   NodeRegistry* registry = nullptr;
   Clock* clock = nullptr;
   std::function<Result<Caller>(const net::Request&)> caller_for;
+  std::function<double(const std::string&)> user_usage;   // may be empty (ApiRouteOptions)
+  std::function<double(const std::string&)> group_usage;  // may be empty
+  int64_t usage_half_life_s = 0;
 };
 
 using Body = std::function<Result<net::Response>(const Caller&, const net::Request&)>;

@@ -273,6 +273,62 @@ TEST_F(ApiTest, SummaryCountsNodesGpusAndJobs) {
   EXPECT_EQ(get("alice", "/v1/summary?verbose=1").status, 400);
 }
 
+TEST_F(ApiTest, AccountIsTheCallersOwnViewWithQuotasAndUse) {
+  // carol (group admin of ml): 0.5 GPU for 2 h ended (1 GPU-hour), 0.25 GPU running now, one
+  // pending; alice (ml) runs 0.5 GPU, which counts against ml's quota but not carol's own.
+  int64_t ended = submit("carol", "ml", 500);
+  place(ended);
+  clock_.advance(std::chrono::hours(2));
+  ASSERT_TRUE(store_->recordEnd(ended, "COMPLETED", 0, clock_.now(), "done").isOk());
+  place(submit("carol", "ml", 250));
+  submit("carol", "ml", 1000);
+  place(submit("alice", "ml", 500));
+  ASSERT_EQ(call("root", Method::kPut, "/v1/quotas/user/carol",
+                 R"({"max_gpus": "2", "gpu_hours": 10, "gpu_hours_period": "7d"})")
+                .status,
+            200);
+  ASSERT_EQ(call("root", Method::kPut, "/v1/quotas/group/ml", R"({"max_gpus": "4"})").status, 200);
+  ASSERT_EQ(call("root", Method::kPut, "/v1/quotas/group/vision", R"({"max_gpus": "1"})").status,
+            200);
+
+  auto r = get("carol", "/v1/account");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = body(r);
+  EXPECT_EQ(j["user"], "carol");
+  EXPECT_EQ(j["uid"], 1003);
+  EXPECT_EQ(j["role"], "group-admin");
+  EXPECT_EQ(j["has_record"], true);
+  EXPECT_EQ(j["groups"], json::array({"ml"}));
+  EXPECT_EQ(j["admin_groups"], json::array({"ml"}));
+  EXPECT_EQ(j["use"]["running_jobs"], 1);
+  EXPECT_EQ(j["use"]["pending_jobs"], 1);
+  EXPECT_EQ(j["use"]["gpus"], "0.25");
+  ASSERT_EQ(j["quotas"].size(), 2u) << r.body;  // carol's and ml's, not vision's
+  for (const json& q : j["quotas"]) {
+    if (q["subject"] == "user") {
+      EXPECT_EQ(q["name"], "carol");
+      EXPECT_EQ(q["used"]["gpus_milli"], 250);
+      EXPECT_NEAR(q["used"]["gpu_hours"].get<double>(), 1.0, 1e-9);
+      EXPECT_EQ(q["used"]["period_seconds"], 7 * 86400);
+    } else {
+      EXPECT_EQ(q["name"], "ml");
+      EXPECT_EQ(q["used"]["gpus_milli"], 750);  // carol's 0.25 and alice's 0.5
+      EXPECT_NEAR(q["used"]["gpu_hours"].get<double>(), 1.0, 1e-9);
+    }
+  }
+  EXPECT_TRUE(j["fair_share"].is_null());  // this server runs no scheduler
+
+  // Another caller sees only their own account.
+  json alice = body(get("alice", "/v1/account"));
+  EXPECT_EQ(alice["user"], "alice");
+  EXPECT_EQ(alice["role"], "user");
+  EXPECT_EQ(alice["use"]["gpus"], "0.5");
+  ASSERT_EQ(alice["quotas"].size(), 1u);
+  EXPECT_EQ(alice["quotas"][0]["name"], "ml");
+  EXPECT_EQ(get("alice", "/v1/account?user=carol").status, 400);
+  EXPECT_EQ(get("", "/v1/account").status, 401);
+}
+
 TEST_F(ApiTest, UsageReportsGpuHoursBySliceAndHidesOthersRows) {
   // alice: 0.5 GPU for 2 h = 1 GPU-hour; bob: 0.25 GPU for 2 h = 0.5 GPU-hours.
   int64_t a = submit("alice", "ml", 500);
@@ -463,6 +519,7 @@ TEST_F(ApiTest, PermissionMatrix) {
       {Method::kGet, "/v1/gpus", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/summary", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/usage", "", 200, 200, 200, 200},
+      {Method::kGet, "/v1/account", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/users", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/users/alice", "", 200, 403, 200, 200},
       {Method::kPut, "/v1/users/zed", R"({"uid":7})", 403, 403, 403, 201},

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+#include "logging/log_config.h"
+
+// gpoold's configuration file (gpoold.toml): every key it reads, with its default and checks.
+// One reader serves gpoold at start-up and `gpool config check`, so the check knows exactly the
+// keys the daemon accepts. deploy/config/gpoold.toml documents each key.
+namespace gpool::controller {
+
+struct ControllerSettings {
+  std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
+  std::string sqlite_synchronous;
+  std::string socket;  // the API's Unix socket; empty: no API
+  int64_t node_down_after_s = 90;
+  int64_t lease_duration_s = 60;
+  int64_t heartbeat_interval_s = 5;
+  int64_t schedule_interval_s = 10;
+  int64_t schedule_min_gap_ms = 250;
+  int64_t usage_half_life_s = 7 * 24 * 3600;
+  // Threads serving the API. Each request holds one for its whole run, including a submission's
+  // wait for its durable commit, so this bounds how many requests (and how many submissions
+  // sharing one group commit) are in progress at once.
+  int64_t api_threads = 16;
+  logging::LogOptions log;
+};
+
+// Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is
+// reported at once in one InvalidArgument, one "<file>:<line>: key '<key>': <why>" per line.
+Result<ControllerSettings> readControllerSettings(const std::string& path);
+
+}  // namespace gpool::controller
