@@ -26,9 +26,8 @@ constexpr size_t kMaxRequest = 4096;
 constexpr int kIoTimeoutMs = 5000;
 
 json failure(const Status& s) {
-  return json{{"ok", false},
-              {"code", std::string(statusCodeName(s.code()))},
-              {"message", s.message()}};
+  return json{
+      {"ok", false}, {"code", std::string(statusCodeName(s.code()))}, {"message", s.message()}};
 }
 
 StatusCode codeFromName(std::string_view name) {

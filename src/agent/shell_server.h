@@ -59,6 +59,7 @@ class ShellServer {
 // and returns its answer (the "ok": true object). The error's code is the agent's (NotFound:
 // no such task on this node; PermissionDenied: not the owner; FailedPrecondition: not
 // running); Unavailable when nothing listens at `socket_path`.
-Result<nlohmann::json> requestShellAdoption(const std::string& socket_path, const std::string& task);
+Result<nlohmann::json> requestShellAdoption(const std::string& socket_path,
+                                            const std::string& task);
 
 }  // namespace gpool::agent

@@ -75,7 +75,6 @@ class ApiClient {
   net::HttpClient http_;
 };
 
-
 void printJson(const json& j);
 
 // A job id as users write it: "42", or "42_3" for element 3 of array 42.

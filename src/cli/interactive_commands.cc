@@ -82,11 +82,10 @@ struct LogCursor {
 
 // Reads the next piece; FailedPrecondition while the task has no log yet.
 Status readNext(ApiClient& api, LogCursor* c) {
-  GPOOL_ASSIGN_OR_RETURN(json chunk,
-                         api.get("/v1/jobs/" + std::to_string(c->id) +
-                                 "/log?task=" + std::to_string(c->task) +
-                                 "&stream=" + (c->stderr_stream ? "stderr" : "stdout") +
-                                 "&offset=" + std::to_string(c->offset)));
+  GPOOL_ASSIGN_OR_RETURN(json chunk, api.get("/v1/jobs/" + std::to_string(c->id) +
+                                             "/log?task=" + std::to_string(c->task) +
+                                             "&stream=" + (c->stderr_stream ? "stderr" : "stdout") +
+                                             "&offset=" + std::to_string(c->offset)));
   c->data = chunk.value("data", "");
   c->offset = chunk.value("next_offset", c->offset);
   c->complete = chunk.value("complete", false);
@@ -205,9 +204,9 @@ Result<api::Job> waitUntilEnterable(ApiClient& api, uint64_t id, uint32_t task,
     if (job.state == api::JobState::kRunning && alloc && !alloc->shell_socket.empty()) return job;
     if (std::chrono::steady_clock::now() >= deadline) {
       if (job.state == api::JobState::kPending) {
-        return Status::failedPrecondition(
-            "job " + api::formatJobId(job) + " is not running yet (PENDING, " + job.reason +
-            "): enter it once it runs (gpool queue shows when)");
+        return Status::failedPrecondition("job " + api::formatJobId(job) +
+                                          " is not running yet (PENDING, " + job.reason +
+                                          "): enter it once it runs (gpool queue shows when)");
       }
       if (alloc == nullptr) {
         return Status::invalidArgument("job " + api::formatJobId(job) + " has no task " +
@@ -227,10 +226,10 @@ Result<api::Job> waitUntilEnterable(ApiClient& api, uint64_t id, uint32_t task,
 
 // The ssh hint for a job on another server.
 Status elsewhere(const api::Job& job, const api::Allocation& alloc, const Status& why) {
-  return Status::failedPrecondition(
-      "job " + api::formatJobId(job) + " runs on " + alloc.node +
-      ", not on this machine (" + why.message() + "): log in there with `ssh " + alloc.node +
-      "` (gpool-adopt puts an SSH login into your running job)");
+  return Status::failedPrecondition("job " + api::formatJobId(job) + " runs on " + alloc.node +
+                                    ", not on this machine (" + why.message() +
+                                    "): log in there with `ssh " + alloc.node +
+                                    "` (gpool-adopt puts an SSH login into your running job)");
 }
 
 }  // namespace
@@ -314,8 +313,7 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
         Result<json> cancelled = api.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
         if (!cancelled.ok() && cancelled.status().code() != StatusCode::kFailedPrecondition) {
           std::fprintf(stderr, "gpool: cannot cancel job %llu: %s\n",
-                       static_cast<unsigned long long>(id),
-                       cancelled.status().message().c_str());
+                       static_cast<unsigned long long>(id), cancelled.status().message().c_str());
         }
       }
       if (n >= 2) {
@@ -426,7 +424,8 @@ Status runShell(const GlobalOptions& global, const std::string& job_text, uint32
   }
   ::close(report[1]);
   // While the shell runs, Ctrl-C belongs to it.
-  struct sigaction ignore {}, old_int {}, old_quit {};
+  struct sigaction ignore {
+  }, old_int{}, old_quit{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGINT, &ignore, &old_int);
   ::sigaction(SIGQUIT, &ignore, &old_quit);
@@ -524,8 +523,7 @@ void registerInteractiveCommands(CLI::App& app, std::shared_ptr<GlobalOptions> g
   // ---- logs
   auto logs_args = std::make_shared<LogsArgs>();
   auto* logs = app.add_subcommand("logs", "Print a job's output; -f follows it until the job ends");
-  logs->add_option("job", logs_args->job, "job id: 42, or 42_3 for an array element")
-      ->required();
+  logs->add_option("job", logs_args->job, "job id: 42, or 42_3 for an array element")->required();
   logs->add_option("--task", logs_args->task, "the task's rank (default 0)");
   logs->add_flag("--stderr", logs_args->stderr_stream, "the task's stderr instead of stdout");
   logs->add_flag("-f,--follow", logs_args->follow,
@@ -537,8 +535,7 @@ void registerInteractiveCommands(CLI::App& app, std::shared_ptr<GlobalOptions> g
   auto shell_task = std::make_shared<uint32_t>(0);
   auto shell_command = std::make_shared<std::vector<std::string>>();
   auto* shell = app.add_subcommand(
-      "shell",
-      "Enter a running job: your shell (or CMD) inside its cgroup with its environment");
+      "shell", "Enter a running job: your shell (or CMD) inside its cgroup with its environment");
   shell->add_option("job", *shell_job, "job id: 42, or 42_3 for an array element")->required();
   shell->add_option("cmd", *shell_command, "a command to run instead of your shell (after --)");
   shell->add_option("--task", *shell_task, "the task to enter (default 0)");

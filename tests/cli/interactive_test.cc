@@ -11,8 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -94,8 +94,8 @@ class InteractiveTest : public ::testing::Test {
     p.dir = tmpl;
     std::string out_dir = p.dir + "-out";
     fs::create_directories(out_dir);
-    std::vector<std::string> args{"up",         "--dir",     p.dir,      "--servers",
-                                  "1",          "--simulate", "--timeout", "60"};
+    std::vector<std::string> args{"up", "--dir",      p.dir,       "--servers",
+                                  "1",  "--simulate", "--timeout", "60"};
     if (p.cgroups) args.push_back("--cgroups");
     Output up = testing::runProgram(kGpool, args, out_dir);
     fs::remove_all(out_dir);
@@ -104,8 +104,7 @@ class InteractiveTest : public ::testing::Test {
       return;
     }
     p.socket = p.dir + "/gpoold.sock";
-    std::printf("pool up in %s, tasks %s cgroups\n", p.dir.c_str(),
-                p.cgroups ? "in" : "without");
+    std::printf("pool up in %s, tasks %s cgroups\n", p.dir.c_str(), p.cgroups ? "in" : "without");
   }
 
   static void TearDownTestSuite() {
@@ -134,7 +133,9 @@ class InteractiveTest : public ::testing::Test {
     r.cwd = out_dir_->path();
     return r;
   }
-  std::vector<std::pair<std::string, std::string>> env() { return {{"GPOOL_SOCKET", g_pool->socket}}; }
+  std::vector<std::pair<std::string, std::string>> env() {
+    return {{"GPOOL_SOCKET", g_pool->socket}};
+  }
 
   // gpool `args` as `user`, waited for.
   Output gpoolAs(const agent::UnixUser& user, const std::vector<std::string>& args,
@@ -289,8 +290,8 @@ TEST_F(InteractiveTest, ShellRunsACommandInsideTheJobOnlyForItsOwner) {
   // Root may enter (as the job's user); another user may not.
   Output bob = gpoolAs(g_pool->bob, {"shell", ref, "--", "true"});
   EXPECT_EQ(bob.rc, 4) << bob.err;
-  Output root = testing::runProgram(kGpool, {"shell", ref, "--", "id", "-un"}, out_dir_->path(),
-                                    env());
+  Output root =
+      testing::runProgram(kGpool, {"shell", ref, "--", "id", "-un"}, out_dir_->path(), env());
   EXPECT_EQ(root.rc, 0) << root.err;
   EXPECT_EQ(root.out, std::string(agent::testing::kAlice) + "\n");
 
@@ -328,17 +329,17 @@ TEST_F(InteractiveTest, TmuxDrivesAnInteractiveShell) {
   const std::string tmux = "tmux -L gpool-ia-" + std::to_string(::getpid()) + " ";
   const std::string screen = out_dir_->file("screen");
   // root enters alice's job (as alice); the shell is alice's (/bin/sh).
-  std::string start = tmux + "new-session -d -s t -x 160 -y 40 'env GPOOL_SOCKET=" +
-                      g_pool->socket + " " + kGpool + " shell " + ref + "; sleep 0.5'";
+  std::string start = tmux +
+                      "new-session -d -s t -x 160 -y 40 'env GPOOL_SOCKET=" + g_pool->socket + " " +
+                      kGpool + " shell " + ref + "; sleep 0.5'";
   ASSERT_EQ(std::system(start.c_str()), 0);
   auto capture = [&] {
     (void)std::system((tmux + "capture-pane -p -t t > " + screen + " 2>/dev/null").c_str());
     return readFile(screen);
   };
-  ASSERT_TRUE(eventually([&] { return contains(capture(), "entering job " + ref); }))
-      << capture();
-  ASSERT_EQ(std::system((tmux + "send-keys -t t 'echo MARK-$GPOOL_JOB_ID-$(id -un)' Enter").c_str()),
-            0);
+  ASSERT_TRUE(eventually([&] { return contains(capture(), "entering job " + ref); })) << capture();
+  ASSERT_EQ(
+      std::system((tmux + "send-keys -t t 'echo MARK-$GPOOL_JOB_ID-$(id -un)' Enter").c_str()), 0);
   EXPECT_TRUE(eventually([&] {
     return contains(capture(), "MARK-" + ref + "-" + std::string(agent::testing::kAlice));
   })) << capture();
