@@ -484,8 +484,6 @@ Status runAlloc(const GlobalOptions& global, const SubmitPlan& plan, int* exit_c
   };
   Result<api::Job> job = [&]() -> Result<api::Job> {
     InterruptCounter interrupts;
-    auto deadline = std::chrono::steady_clock::now();
-    (void)deadline;
     bool said_pending = false;
     while (true) {
       if (interrupts.count() > 0) {
