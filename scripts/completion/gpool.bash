@@ -5,7 +5,7 @@ _gpool() {
   COMPREPLY=()
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="submit queue show cancel nodes up down sim version"
+  local commands="submit run alloc logs shell queue show cancel nodes up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
   commands+=" user group quota qos drain resume usage account config"
   local global="--socket --json --help --version"
@@ -26,7 +26,7 @@ _gpool() {
   case "$cmd" in
     "")
       COMPREPLY=($(compgen -W "$commands $global" -- "$cur")) ;;
-    submit)
+    submit|run|alloc)
       case "$prev" in
         --workdir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
         --gpus|--gpu-mem|--gpu-compute|--gpu-model|--min-cc|--time|--cpus|--mem|--tasks|\
@@ -48,6 +48,12 @@ _gpool() {
       esac
       COMPREPLY=($(compgen -W "--user --state --all --help $global" -- "$cur")) ;;
     show) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+    logs)
+      [[ "$prev" == "--task" ]] && return
+      COMPREPLY=($(compgen -W "--task --stderr -f --follow --help $global" -- "$cur")) ;;
+    shell)
+      [[ "$prev" == "--task" ]] && return
+      COMPREPLY=($(compgen -W "--task --help $global" -- "$cur")) ;;
     cancel) COMPREPLY=($(compgen -W "--mine --help $global" -- "$cur")) ;;
     nodes) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
     user)

@@ -143,6 +143,7 @@ json Agent::taskJson(const Tracked& t) const {
          {"log_paths",
           {launcher_.taskDir(t.info.name) + "/stdout.log",
            launcher_.taskDir(t.info.name) + "/stderr.log"}}};
+  if (!options_.shell_socket.empty()) j["shell_socket"] = options_.shell_socket;
   if (isTerminal(s.state)) {
     j["ended_at_us"] = s.ended_at_us;
     j["exit_code"] = s.exit_code;

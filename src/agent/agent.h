@@ -33,6 +33,8 @@ struct AgentOptions {
   // Where the vgpu regions of shared-slice tasks are created, and the interposer to preload.
   std::string vgpu_dir;
   std::string interposer_path;
+  // The ShellServer's socket (`gpool shell`), reported with every task; empty: none.
+  std::string shell_socket;
   Micros lease{60'000'000};
   Micros heartbeat_interval{5'000'000};
   Micros telemetry_interval{10'000'000};

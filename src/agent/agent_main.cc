@@ -19,6 +19,7 @@
 
 #include "agent/agent.h"
 #include "agent/launcher.h"
+#include "agent/shell_server.h"
 #include "agent/sys_util.h"
 #include "common/units.h"
 #include "gpu/backend_factory.h"
@@ -118,6 +119,16 @@ int main(int argc, char** argv) {
   options.state_dir = state_dir + "/assignments";
   options.vgpu_dir = vgpu_dir;
   options.interposer_path = interposer;
+  // `gpool shell` enters running tasks through this socket (docs/launcher.md).
+  agent::ShellServer shell_server(launcher);
+  Status shell_status = agent::makeDirs(state_dir, 0755);
+  if (shell_status.isOk()) shell_status = shell_server.start(state_dir + "/shell.sock");
+  if (Status s = shell_status; s.isOk()) {
+    options.shell_socket = state_dir + "/shell.sock";
+  } else {
+    std::fprintf(stderr, "gpool-agent: gpool shell is unavailable on this node: %s\n",
+                 s.toString().c_str());
+  }
   agent::Agent core(options, **backend, launcher, clock);
   if (Status s = core.start(); !s.isOk()) {
     std::fprintf(stderr, "gpool-agent: %s\n", s.toString().c_str());

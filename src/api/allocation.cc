@@ -43,6 +43,10 @@ json toJson(const Allocation& allocation) {
   json j{{"task", allocation.task}, {"node", allocation.node}, {"slices", std::move(slices)}};
   putQuantity(j, "cpus", Quantity::kCpuMillis, allocation.cpus_milli);
   putQuantity(j, "ram", Quantity::kMemoryMiB, allocation.ram_mib);
+  // Absent until the agent reports them, so placements written before stay byte-identical.
+  if (!allocation.stdout_log.empty()) j["stdout_log"] = allocation.stdout_log;
+  if (!allocation.stderr_log.empty()) j["stderr_log"] = allocation.stderr_log;
+  if (!allocation.shell_socket.empty()) j["shell_socket"] = allocation.shell_socket;
   return j;
 }
 
@@ -53,6 +57,9 @@ Status fromJson(const json& j, Allocation* out, std::string_view path) {
   r.objectList("slices", &out->slices, Presence::kOptional, 1024);
   r.quantity("cpus", Quantity::kCpuMillis, &out->cpus_milli, Presence::kOptional, true);
   r.quantity("ram", Quantity::kMemoryMiB, &out->ram_mib);
+  r.string("stdout_log", &out->stdout_log);
+  r.string("stderr_log", &out->stderr_log);
+  r.string("shell_socket", &out->shell_socket);
   if (r.ok()) {
     Status s = validateNodeName(out->node);
     if (!s.isOk()) r.fail("node", s.message());

@@ -33,6 +33,12 @@ struct Allocation {
   std::vector<Slice> slices;  // one per GPU, distinct GPUs; empty for CPU-only tasks
   uint64_t cpus_milli = 0;
   uint64_t ram_mib = 0;
+  // Where the task's output goes on its node, and the node agent's socket for entering the task
+  // (`gpool shell`): reported by the agent once the task runs, empty before. Paths on the node,
+  // not on the controller's machine (docs/cli.md, "gpool logs").
+  std::string stdout_log;
+  std::string stderr_log;
+  std::string shell_socket;
   bool operator==(const Allocation&) const = default;
 
   // The UUIDs of the allocated GPUs, in slice order.

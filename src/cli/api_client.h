@@ -1,20 +1,31 @@
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "api/job.h"
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
 #include "net/client.h"
 #include "net/http.h"
 
-// What every command that talks to gpoold shares: the REST client over the controller's Unix
-// socket, JSON printing, the caller's Unix name, and turning a failed command into its exit code.
+// What every command that talks to gpoold shares (client, admin, interactive commands): the REST
+// client over the controller's Unix socket, JSON printing, the caller's Unix name, job references
+// and listing, and turning a failed command into its exit code. Internal to gpool_cli.
 namespace gpool::cli {
+
+using nlohmann::json;
+
+// The page size the CLI asks for when it lists everything.
+constexpr int kPageSize = 1000;
 
 // The REST API over the controller's Unix socket: 2xx bodies as JSON, error bodies as the Status
 // they carry (code and message from {"error": {...}}). An unreachable socket is Unavailable with
@@ -50,6 +61,33 @@ std::string currentUser();
 
 // Prints `j` indented by 2, with a newline, on stdout.
 void printJson(const nlohmann::json& j);
+
+// A job id as users write it: "42", or "42_3" for element 3 of array 42.
+struct JobRef {
+  uint64_t id = 0;
+  std::optional<uint32_t> array_index;
+  std::string text;
+};
+
+// InvalidArgument naming `text` when it is not a job id.
+Result<JobRef> parseJobRef(const std::string& text);
+
+// The jobs of one page of GET /v1/jobs; their JSON also goes to `raw` when given.
+Result<std::vector<api::Job>> jobsFrom(const json& page, std::vector<json>* raw);
+
+// Every job matching `query` (without after/limit), following next_after to the end.
+Result<std::vector<api::Job>> listAll(ApiClient& api, const std::string& query,
+                                      std::vector<json>* raw);
+
+// The job id of `ref`: itself, or the element of an array found by listing from the array's
+// id on (the elements of an array get consecutive ids in one transaction).
+Result<uint64_t> resolve(ApiClient& api, const JobRef& ref);
+
+// The wall clock, for ages and elapsed times shown to users.
+TimePoint now();
+
+// The query suffix selecting jobs not yet ended (PENDING, RUNNING, COMPLETING).
+std::string activeStatesQuery();
 
 // A CLI11 callback that runs `body`; a failure prints "gpool: <message>" on stderr and ends the
 // parse with CLI::RuntimeError carrying exitCodeFor(code) (docs/cli-exit-codes.md).

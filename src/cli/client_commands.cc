@@ -21,6 +21,7 @@
 #include "api/node.h"
 #include "cli/api_client.h"
 #include "cli/format.h"
+#include "cli/interactive_commands.h"
 #include "cli/submit_options.h"
 #include "common/status.h"
 #include "net/client.h"
@@ -31,106 +32,6 @@ namespace gpool::cli {
 namespace {
 
 using nlohmann::json;
-
-constexpr int kPageSize = 1000;
-
-// A job id as users write it: "42", or "42_3" for element 3 of array 42.
-struct JobRef {
-  uint64_t id = 0;
-  std::optional<uint32_t> array_index;
-  std::string text;
-};
-
-Result<JobRef> parseJobRef(const std::string& text) {
-  JobRef ref;
-  ref.text = text;
-  auto bad = [&] {
-    return Status::invalidArgument("'" + text +
-                                   "' is not a job id (use a number such as 42, or 42_3 for "
-                                   "element 3 of array job 42)");
-  };
-  std::string_view id_part = text;
-  size_t underscore = text.find('_');
-  if (underscore != std::string::npos) {
-    id_part = std::string_view(text).substr(0, underscore);
-    std::string_view index_part = std::string_view(text).substr(underscore + 1);
-    uint32_t index = 0;
-    auto [p, ec] = std::from_chars(index_part.data(), index_part.data() + index_part.size(), index);
-    if (index_part.empty() || ec != std::errc() || p != index_part.data() + index_part.size()) {
-      return bad();
-    }
-    ref.array_index = index;
-  }
-  auto [p, ec] = std::from_chars(id_part.data(), id_part.data() + id_part.size(), ref.id);
-  if (id_part.empty() || ec != std::errc() || p != id_part.data() + id_part.size() || ref.id == 0) {
-    return bad();
-  }
-  return ref;
-}
-
-Result<std::vector<api::Job>> jobsFrom(const json& page, std::vector<json>* raw) {
-  std::vector<api::Job> jobs;
-  if (!page.contains("jobs") || !page["jobs"].is_array()) {
-    return Status::internal("gpoold's job list has no 'jobs' array");
-  }
-  for (const json& j : page["jobs"]) {
-    api::Job job;
-    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &job, "gpoold's job"));
-    jobs.push_back(std::move(job));
-    if (raw) raw->push_back(j);
-  }
-  return jobs;
-}
-
-// Every job matching `query` (without after/limit), following next_after to the end.
-Result<std::vector<api::Job>> listAll(ApiClient& api, const std::string& query,
-                                      std::vector<json>* raw) {
-  std::vector<api::Job> all;
-  int64_t after = 0;
-  while (true) {
-    std::string target =
-        "/v1/jobs?limit=" + std::to_string(kPageSize) + "&after=" + std::to_string(after) + query;
-    GPOOL_ASSIGN_OR_RETURN(json page, api.get(target));
-    GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, jobsFrom(page, raw));
-    all.insert(all.end(), jobs.begin(), jobs.end());
-    if (!page.contains("next_after") || page["next_after"].is_null()) break;
-    int64_t next = page["next_after"].get<int64_t>();
-    if (next <= after) return Status::internal("gpoold's next_after did not advance");
-    after = next;
-  }
-  return all;
-}
-
-// The job id of `ref`: itself, or the element of an array found by listing from the array's
-// id on (the elements of an array get consecutive ids in one transaction).
-Result<uint64_t> resolve(ApiClient& api, const JobRef& ref) {
-  if (!ref.array_index) return ref.id;
-  int64_t after = static_cast<int64_t>(ref.id) - 1;
-  while (true) {
-    std::string target =
-        "/v1/jobs?limit=" + std::to_string(kPageSize) + "&after=" + std::to_string(after);
-    GPOOL_ASSIGN_OR_RETURN(json page, api.get(target));
-    GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, jobsFrom(page, nullptr));
-    for (const api::Job& job : jobs) {
-      if (job.array_job_id != ref.id) {
-        return Status::notFound("job " + ref.text + " not found (job " + std::to_string(ref.id) +
-                                " has no array element " + std::to_string(*ref.array_index) + ")");
-      }
-      if (job.array_index == ref.array_index) return job.id;
-    }
-    if (jobs.empty() || page["next_after"].is_null()) break;
-    after = page["next_after"].get<int64_t>();
-  }
-  return Status::notFound("job " + ref.text + " not found");
-}
-
-TimePoint now() {
-  return realClock().now();
-}
-
-std::string activeStatesQuery() {
-  return "&state=PENDING&state=RUNNING&state=COMPLETING";
-}
 
 // ---------------------------------------------------------------- submit
 
@@ -146,7 +47,10 @@ std::optional<std::string> envLookup(const std::string& name) {
   return std::string(v);
 }
 
-Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
+// The job that `a` describes (flags, #GPOOL directives of a script, the command). `what` is
+// the command's name in messages ("submit", "run").
+Result<SubmitPlan> planSubmit(const GlobalOptions& global, const SubmitArgs& a,
+                              const std::string& what) {
   if (!global.submit_error.empty()) return Status::invalidArgument(global.submit_error);
   SubmitFlags command_line;
   for (const auto& [name, values] : a.values) {
@@ -157,9 +61,9 @@ Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
     if (on) command_line.add(name, FlagValue{"true", "--" + name});
   }
   if (a.args.empty()) {
-    return Status::invalidArgument(
-        "nothing to run: give a batch script (gpool submit train.sh) or a command after -- "
-        "(gpool submit --gpus 1 -- python train.py)");
+    return Status::invalidArgument("nothing to run: give a batch script (gpool " + what +
+                                   " train.sh) or a command after -- (gpool " + what +
+                                   " --gpus 1 -- python train.py)");
   }
   SubmitFlags flags;
   std::vector<std::string> command;
@@ -189,8 +93,31 @@ Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
     context.default_name = std::filesystem::path(path).filename().string();
   }
   flags.overrideWith(command_line);
-  GPOOL_ASSIGN_OR_RETURN(SubmitPlan plan, buildSubmitPlan(flags, std::move(command), context));
+  return buildSubmitPlan(flags, std::move(command), context);
+}
 
+// The flags of an allocation (gpool alloc): resources only, no command.
+Result<SubmitPlan> planAlloc(const SubmitArgs& a) {
+  SubmitFlags flags;
+  for (const auto& [name, values] : a.values) {
+    for (const std::string& v : values)
+      flags.add(name, FlagValue{v, "--" + name});
+  }
+  for (const auto& [name, on] : a.switches) {
+    if (on) flags.add(name, FlagValue{"true", "--" + name});
+  }
+  SubmitContext context;
+  std::error_code ec;
+  context.cwd = std::filesystem::current_path(ec).string();
+  if (ec) return Status::ioError("cannot read the current directory: " + ec.message());
+  context.getenv = envLookup;
+  context.default_name = "interactive";
+  context.interactive = true;
+  return buildSubmitPlan(flags, {}, context);
+}
+
+Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
+  GPOOL_ASSIGN_OR_RETURN(SubmitPlan plan, planSubmit(global, a, "submit"));
   ApiClient api(global.socket);
   std::string target = "/v1/jobs";
   if (!plan.group.empty()) target += "?group=" + net::percentEncode(plan.group);
@@ -390,7 +317,7 @@ std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& ar
   while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {
     i += args[i] == "--socket" ? 2 : 1;
   }
-  if (i >= args.size() || args[i] != "submit") return args;
+  if (i >= args.size() || (args[i] != "submit" && args[i] != "run")) return args;
   std::vector<std::string> kept(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
   for (++i; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -461,6 +388,63 @@ void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global
       "Usage: gpool submit [OPTIONS] SCRIPT [ARGS...]   (#GPOOL lines in SCRIPT hold more "
       "options)\n       gpool submit [OPTIONS] -- CMD [ARGS...]\n\n" +
       footer);
+
+  // ---- run and alloc: submit's flags; run also takes the command (split off like submit's)
+  auto addSubmitFlags = [](CLI::App* cmd, SubmitArgs& args) {
+    for (const SubmitFlagDef& def : submitFlagDefs()) {
+      std::string flag = std::string("--") + def.name;
+      if (!def.value_name) {
+        cmd->add_flag(flag, args.switches[def.name], def.help);
+        continue;
+      }
+      cmd->add_option(flag, args.values[def.name],
+                      def.help + std::string(def.repeatable ? " (repeatable)" : ""))
+          ->type_name(def.value_name)
+          ->expected(1)
+          ->allow_extra_args(false)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    }
+  };
+  // A command that ends with the exit code of what it ran.
+  auto exiting = [](int code) {
+    if (code != 0) throw CLI::RuntimeError(code);
+  };
+  auto run_args = std::make_shared<SubmitArgs>();
+  auto* run = app.add_subcommand(
+      "run", "Run a job in the foreground: submit, wait, stream its output, exit with its code");
+  addSubmitFlags(run, *run_args);
+  run->callback([global, run_args, exiting] {
+    int code = 0;
+    reporting([&]() -> Status {
+      run_args->args = global->submit_args;
+      GPOOL_ASSIGN_OR_RETURN(SubmitPlan plan, planSubmit(*global, *run_args, "run"));
+      return runForeground(*global, plan, &code);
+    })();
+    exiting(code);
+  });
+  run->footer(
+      "Usage: gpool run [OPTIONS] -- CMD [ARGS...]   (or a SCRIPT with #GPOOL lines)\n"
+      "Ctrl-C cancels the job and waits for its end; a second Ctrl-C leaves at once.\n\n" +
+      footer);
+
+  auto alloc_args = std::make_shared<SubmitArgs>();
+  auto* alloc = app.add_subcommand(
+      "alloc", "Allocate resources interactively and enter them; leaving the shell releases them");
+  addSubmitFlags(alloc, *alloc_args);
+  alloc->callback([global, alloc_args, exiting] {
+    int code = 0;
+    reporting([&]() -> Status {
+      GPOOL_ASSIGN_OR_RETURN(SubmitPlan plan, planAlloc(*alloc_args));
+      return runAlloc(*global, plan, &code);
+    })();
+    exiting(code);
+  });
+  alloc->footer(
+      "The allocation holds its resources until you leave the shell (it is then released "
+      "without asking), it is cancelled, or its time limit passes.\n\n" +
+      footer);
+
+  registerInteractiveCommands(app, global);
 
   // ---- queue
   auto queue_args = std::make_shared<QueueArgs>();

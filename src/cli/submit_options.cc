@@ -394,7 +394,8 @@ Result<SubmitPlan> buildSubmitPlan(const SubmitFlags& flags, std::vector<std::st
     size_t slash = first.find_last_of('/');
     spec.name = slash == std::string::npos ? first : first.substr(slash + 1);
   }
-  if (spec.command.empty()) {
+  spec.interactive = context.interactive;
+  if (spec.command.empty() && !spec.interactive) {
     return Status::invalidArgument(
         "nothing to run: give a batch script (gpool submit train.sh) or a command after -- "
         "(gpool submit --gpus 1 -- python train.py)");

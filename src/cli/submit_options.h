@@ -76,6 +76,9 @@ struct SubmitContext {
   std::function<std::optional<std::string>(const std::string&)> getenv;
   // The job's name without --name (a script's file name); empty: command[0]'s file name.
   std::string default_name;
+  // An interactive allocation (gpool alloc): the command may be empty (the job then only holds
+  // its resources until cancelled or its time limit).
+  bool interactive = false;
 };
 
 // Parses every flag with common/units.h and the api parsers and checks the result with

@@ -40,6 +40,8 @@ struct AgentLink::TaskReport {
   bool oom_killed = false;
   bool timed_out = false;
   bool cancelled = false;
+  std::vector<std::string> log_paths;  // [stdout, stderr] on the node
+  std::string shell_socket;            // the agent's socket for `gpool shell`
 };
 
 namespace {
@@ -100,6 +102,7 @@ struct ReportJson {
   std::string reason;
   std::string stop_reason;
   std::vector<std::string> log_paths;
+  std::string shell_socket;
 };
 Status fromJson(const json& j, ReportJson* out, std::string_view path) {
   ObjectReader r(j, path);
@@ -120,6 +123,9 @@ Status fromJson(const json& j, ReportJson* out, std::string_view path) {
   r.string("reason", &out->reason);
   r.string("stop_reason", &out->stop_reason);
   r.stringList("log_paths", &out->log_paths);
+  r.check(out->log_paths.empty() || out->log_paths.size() == 2, "log_paths",
+          "expected [stdout, stderr]");
+  r.string("shell_socket", &out->shell_socket);
   return r.finish();
 }
 
@@ -140,6 +146,8 @@ TaskReport taskReportFrom(const ReportJson& t) {
   report.oom_killed = t.oom_killed;
   report.timed_out = t.timed_out;
   report.cancelled = t.cancelled;
+  report.log_paths = t.log_paths;
+  report.shell_socket = t.shell_socket;
   return report;
 }
 
@@ -290,7 +298,11 @@ json assignmentJson(int64_t job_id, uint32_t task, int32_t attempt, int64_t leas
 
 json taskEntryJson(const TaskAssignment& a) {
   const api::JobSpec& spec = a.spec;
-  json launch{{"argv", spec.command}, {"user", a.user}, {"uid", a.uid}};
+  // An interactive allocation without a command holds its resources until cancelled or its
+  // time limit: its task only waits (users enter it with `gpool shell`).
+  std::vector<std::string> argv = spec.command;
+  if (argv.empty() && spec.interactive) argv = {"/bin/sleep", "infinity"};
+  json launch{{"argv", argv}, {"user", a.user}, {"uid", a.uid}};
   if (!spec.env.empty()) launch["env"] = spec.env;
   if (!spec.working_dir.empty()) launch["working_dir"] = spec.working_dir;
   if (a.allocation.cpus_milli != 0) launch["cpus_milli"] = a.allocation.cpus_milli;
@@ -598,6 +610,20 @@ Status AgentLink::onTaskUpdate(const SessionPtr& session, const json& body) {
   return Status::ok();
 }
 
+void AgentLink::recordTaskFiles(int64_t job_id, const TaskReport& report, const std::string& what) {
+  // Where its output goes and how to enter it: `gpool logs` and `gpool shell` read them from
+  // the job's allocation.
+  if (report.log_paths.size() != 2 && report.shell_socket.empty()) return;
+  store::TaskFiles files;
+  if (report.log_paths.size() == 2) {
+    files.stdout_log = report.log_paths[0];
+    files.stderr_log = report.log_paths[1];
+  }
+  files.shell_socket = report.shell_socket;
+  Status s = store_.recordTaskFiles(job_id, report.lease_epoch, report.task, files);
+  if (!s.isOk()) spdlog::info("{}: task files not recorded: {}", what, s.toString());
+}
+
 void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report) {
   if (!report.job_id || loop_ == nullptr) return;
   int64_t job_id = *report.job_id;
@@ -641,9 +667,12 @@ void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report)
     if (!first) return;
     Status s = loop_->taskStarted(job_id, report.lease_epoch);
     if (!s.isOk()) spdlog::info("{}: start not recorded: {}", what, s.toString());
+    recordTaskFiles(job_id, report, what);
     return;
   }
   if (report.state != "exited") return;
+  // A short task may be reported only once it exited: its logs must still be findable.
+  recordTaskFiles(job_id, report, what);
   {
     std::lock_guard lock(mu_);
     started_.erase({job_id, report.lease_epoch});

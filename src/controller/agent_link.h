@@ -113,6 +113,8 @@ class AgentLink final : public AgentGateway {
   struct TaskReport;
   // Applies one reported task (from hello or task_update) to the loop.
   void applyReport(const SessionPtr& session, const TaskReport& report);
+  // Stores the report's log paths and shell socket in the task's allocation (best effort).
+  void recordTaskFiles(int64_t job_id, const TaskReport& report, const std::string& what);
 
   store::Store& store_;
   NodeRegistry& registry_;

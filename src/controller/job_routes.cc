@@ -16,6 +16,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kMaxLogChunk = 1 << 20;  // bytes per GET /v1/jobs/{id}/log
+
 json eventJson(const store::JobEvent& e) {
   return json{{"seq", e.seq},
               {"time_us", toUnixMicros(e.time)},
@@ -147,6 +149,53 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_RETURN_IF_ERROR(jobs.update(caller, id, time_limit, priority));
                GPOOL_ASSIGN_OR_RETURN(api::Job job, jobs.show(caller, id));
                return jsonResponse(200, api::toJson(job));
+             }));
+  if (!added.isOk()) return added;
+
+  // A piece of a task's output; clients follow a log by polling with next_offset until
+  // `complete` (a handler never blocks an I/O thread waiting for output).
+  added = router.add(
+      net::Method::kGet, "/v1/jobs/{id}/log",
+      authed(ctx, {"task", "stream", "offset", "limit"},
+             [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               int64_t task = 0;
+               if (auto t = req.queryParam("task")) {
+                 GPOOL_ASSIGN_OR_RETURN(task, parseId(*t, "task"));
+               }
+               std::string stream = req.queryParam("stream").value_or("stdout");
+               if (stream != "stdout" && stream != "stderr") {
+                 return Status::invalidArgument("stream: expected stdout or stderr, got '" +
+                                                stream + "'");
+               }
+               int64_t offset = 0;
+               if (auto o = req.queryParam("offset")) {
+                 GPOOL_ASSIGN_OR_RETURN(offset, parseId(*o, "offset"));
+               }
+               int64_t limit = kMaxLogChunk;
+               if (auto l = req.queryParam("limit")) {
+                 GPOOL_ASSIGN_OR_RETURN(limit, parseId(*l, "limit"));
+                 if (limit < 1 || limit > kMaxLogChunk) {
+                   return Status::invalidArgument("limit: must be in [1, " +
+                                                  std::to_string(kMaxLogChunk) + "]");
+                 }
+               }
+               if (task > 1'000'000) return Status::invalidArgument("task: out of range");
+               GPOOL_ASSIGN_OR_RETURN(
+                   LogChunk chunk,
+                   jobs.readLog(caller, id, static_cast<uint32_t>(task), stream == "stderr",
+                                static_cast<uint64_t>(offset), static_cast<uint64_t>(limit)));
+               return jsonResponse(200, json{{"id", id},
+                                             {"task", task},
+                                             {"stream", stream},
+                                             {"node", chunk.node},
+                                             {"path", chunk.path},
+                                             {"offset", chunk.offset},
+                                             {"next_offset", chunk.next_offset},
+                                             {"size", chunk.size},
+                                             {"state", api::jobStateName(chunk.state)},
+                                             {"complete", chunk.complete},
+                                             {"data", chunk.data}});
              }));
   if (!added.isOk()) return added;
 

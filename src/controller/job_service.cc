@@ -1,6 +1,12 @@
 #include "controller/job_service.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -179,6 +185,94 @@ Result<api::Job> JobService::show(const Caller& caller, int64_t id) {
 Result<std::vector<store::JobEvent>> JobService::events(const Caller& caller, int64_t id) {
   GPOOL_RETURN_IF_ERROR(loadChecked(caller, id, JobAction::kShow).status());
   return store_.jobEvents(id);
+}
+
+Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t task,
+                                     bool stderr_stream, uint64_t offset, uint64_t max_bytes) {
+  GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kReadLog));
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+  const std::string what = "job " + std::to_string(id);
+  if (task >= job.spec.tasks) {
+    return Status::invalidArgument("task: " + what + " has " + std::to_string(job.spec.tasks) +
+                                   " task(s), numbered from 0; there is no task " +
+                                   std::to_string(task));
+  }
+  LogChunk chunk;
+  chunk.state = job.state;
+  chunk.offset = offset;
+  chunk.next_offset = offset;
+  const api::Allocation* alloc = nullptr;
+  for (const api::Allocation& a : job.allocations) {
+    if (a.task == task) alloc = &a;
+  }
+  const std::string& path =
+      alloc == nullptr ? std::string() : (stderr_stream ? alloc->stderr_log : alloc->stdout_log);
+  if (path.empty()) {
+    if (api::isFinished(job.state)) {
+      // Ended without ever running here (cancelled while pending, failed to start): no output.
+      chunk.complete = true;
+      return chunk;
+    }
+    return Status::failedPrecondition(what + " task " + std::to_string(task) + " is " +
+                                      std::string(api::jobStateName(job.state)) +
+                                      " and has no log yet: wait until it runs");
+  }
+  chunk.path = path;
+  chunk.node = alloc->node;
+  // The agent writes the log on the task's node; the controller reads it directly, which works
+  // when they share the machine (gpool up, or a shared file system).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) {
+      // The task's directory is here but holds no log: it never wrote one (failed to start).
+      struct stat dir_st {};
+      std::string dir = path.substr(0, path.find_last_of('/'));
+      if (!dir.empty() && ::stat(dir.c_str(), &dir_st) == 0) {
+        chunk.complete = api::isFinished(job.state);
+        return chunk;
+      }
+      return Status::notFound("the log of " + what + " task " + std::to_string(task) + " (" + path +
+                              ") is not on the controller's machine: the task ran on " +
+                              alloc->node + "; read it there (ssh " + alloc->node + " tail -f " +
+                              path + ")");
+    }
+    return Status::ioError("cannot open the log " + path + ": " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::ioError("the log " + path + " is not a regular file");
+  }
+  chunk.size = static_cast<uint64_t>(st.st_size);
+  if (offset < chunk.size) {
+    uint64_t n = std::min<uint64_t>(max_bytes, chunk.size - offset);
+    chunk.data.resize(n);
+    ssize_t got = ::pread(fd, chunk.data.data(), n, static_cast<off_t>(offset));
+    if (got < 0) {
+      int err = errno;
+      ::close(fd);
+      return Status::ioError("cannot read the log " + path + ": " + std::strerror(err));
+    }
+    chunk.data.resize(static_cast<size_t>(got));
+  }
+  ::close(fd);
+  // Keep a UTF-8 sequence cut by the end of the chunk for the next read (the JSON answer would
+  // replace its bytes), unless it is the end of a finished log.
+  size_t keep = chunk.data.size();
+  for (size_t back = 1; back <= 3 && back <= chunk.data.size(); ++back) {
+    auto c = static_cast<unsigned char>(chunk.data[chunk.data.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    if (need > back) keep = chunk.data.size() - back;
+    break;
+  }
+  bool at_end = offset + chunk.data.size() >= chunk.size;
+  if (!(at_end && api::isFinished(job.state))) chunk.data.resize(keep);
+  chunk.next_offset = offset + chunk.data.size();
+  // Finished, and read to the end: the file no longer grows (the task's processes are gone).
+  chunk.complete = api::isFinished(job.state) && chunk.next_offset >= chunk.size;
+  return chunk;
 }
 
 Status JobService::cancel(const Caller& caller, int64_t id) {

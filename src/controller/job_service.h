@@ -35,6 +35,19 @@ struct SubmitRequest {
 };
 
 // Thread-safety: all methods may be called concurrently (the store serialises writes).
+// What JobService::readLog returns.
+struct LogChunk {
+  std::string data;          // the bytes read (possibly empty)
+  uint64_t offset = 0;       // where `data` starts
+  uint64_t next_offset = 0;  // where the next read starts
+  uint64_t size = 0;         // the file's size when read
+  std::string path;          // the file, on the task's node
+  std::string node;
+  api::JobState state = api::JobState::kPending;  // the job's state when read
+  // True when nothing more will come: the job has ended and everything was read.
+  bool complete = false;
+};
+
 class JobService {
  public:
   // All references must outlive the service; `listener` may be null.
@@ -56,6 +69,14 @@ class JobService {
 
   Result<api::Job> show(const Caller& caller, int64_t id);
   Result<std::vector<store::JobEvent>> events(const Caller& caller, int64_t id);
+
+  // A piece of one task's output log, read from the file the agent reported (docs/cli.md,
+  // "gpool logs"): at most `max_bytes` from `offset`. Only the job's owner, the admin of its
+  // group or an admin (JobAction::kReadLog). InvalidArgument for a task the job does not have;
+  // FailedPrecondition while the job has not started (no log yet); NotFound when the file is
+  // not on this machine (the task ran on another server: its agent holds the log).
+  Result<LogChunk> readLog(const Caller& caller, int64_t id, uint32_t task, bool stderr_stream,
+                           uint64_t offset, uint64_t max_bytes);
 
   // PENDING, RUNNING or COMPLETING -> CANCELLED. A running job's tasks are stopped through the
   // listener. FailedPrecondition when the job has already ended.

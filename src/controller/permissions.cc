@@ -29,6 +29,7 @@ std::string_view jobActionName(JobAction action) {
     case JobAction::kHold: return "hold";
     case JobAction::kRelease: return "release";
     case JobAction::kRequeue: return "requeue";
+    case JobAction::kReadLog: return "read the log of";
   }
   return "show";
 }

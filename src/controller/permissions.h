@@ -36,6 +36,7 @@ enum class JobAction {
   kHold,
   kRelease,
   kRequeue,
+  kReadLog,  // read the task's output (GET /v1/jobs/{id}/log)
 };
 std::string_view jobActionName(JobAction action);
 

@@ -4,6 +4,10 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "api/allocation.h"
+
 namespace gpool::store {
 
 // ---------------------------------------------------------------------------------------------
@@ -682,6 +686,44 @@ Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint now) {
                                                {micros(now), job_id, epoch, job.state}));
     if (rows.empty()) return Status::aborted("job " + std::to_string(job_id) + " changed");
     return insertEvent(tx, job_id, now, job.state, job.state, "started");
+  });
+}
+
+Status SqlStore::recordTaskFiles(int64_t job_id, int64_t epoch, uint32_t task,
+                                 const TaskFiles& files) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+    const std::string what = "job " + std::to_string(job_id);
+    if (job.state != kStateRunning && job.state != "COMPLETING") {
+      return Status::failedPrecondition(what + " is " + job.state + ", not running");
+    }
+    if (job.epoch != epoch) {
+      return Status::failedPrecondition(what + ": task files reported for epoch " +
+                                        std::to_string(epoch) + " but the job is at " +
+                                        std::to_string(job.epoch));
+    }
+    nlohmann::json placement = nlohmann::json::parse(job.placement_json, nullptr, false);
+    if (!placement.is_array()) return Status::internal(what + ": stored placement is not an array");
+    bool found = false;
+    for (nlohmann::json& entry : placement) {
+      api::Allocation alloc;
+      Status s = api::fromJson(entry, &alloc, what + ".allocation");
+      if (!s.isOk()) return Status::internal("stored " + s.message());
+      if (alloc.task != task) continue;
+      alloc.stdout_log = files.stdout_log;
+      alloc.stderr_log = files.stderr_log;
+      alloc.shell_socket = files.shell_socket;
+      entry = api::toJson(alloc);
+      found = true;
+    }
+    if (!found)
+      return Status::notFound(what + " has no allocation for task " + std::to_string(task));
+    // epoch in the WHERE clause: a requeue that committed after the read wins.
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("UPDATE jobs SET placement_json = $1 WHERE id = $2 "
+                                               "AND epoch = $3 RETURNING id",
+                                               {placement.dump(), job_id, epoch}));
+    if (rows.empty()) return Status::aborted(what + " changed");
+    return Status::ok();
   });
 }
 

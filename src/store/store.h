@@ -110,6 +110,13 @@ struct JobTransition {
 };
 
 // An admin's change to a PENDING job (PATCH /v1/jobs/{id}): its spec (time limit) and priority.
+// Paths on the task's node that the agent reports (api::Allocation's fields of the same names).
+struct TaskFiles {
+  std::string stdout_log;
+  std::string stderr_log;
+  std::string shell_socket;
+};
+
 struct JobUpdate {
   int64_t job_id = 0;
   std::string spec_json;
@@ -261,6 +268,12 @@ class Store {
   // RUNNING; a "started" event records it). `epoch` must equal the job's current epoch
   // (fencing), else FailedPrecondition.
   virtual Status recordStart(int64_t job_id, int64_t epoch, TimePoint now) = 0;
+  // The agent reported where task `task` of the running job writes its output and where its
+  // shell socket is: stores them in that task's allocation of the placement (placement_json;
+  // no event). Idempotent. FailedPrecondition unless the job is RUNNING or COMPLETING at
+  // `epoch`; NotFound when the placement has no allocation for `task`.
+  virtual Status recordTaskFiles(int64_t job_id, int64_t epoch, uint32_t task,
+                                 const TaskFiles& files) = 0;
   // RUNNING or COMPLETING (or PENDING, for a cancel) -> `end_state` (a terminal state). Writes
   // the usage record of the run in the same transaction when the job had started.
   virtual Status recordEnd(int64_t job_id, const std::string& end_state,

@@ -95,7 +95,7 @@ TEST(JobTransitionTest, KeepsTimestampsConsistentThroughARequeue) {
   const TimePoint t0 = job.submit_time;
   ASSERT_TRUE(applyJobTransition(&job, JobState::kRunning, t0 + Micros(10)).isOk());
   EXPECT_EQ(job.start_time, t0 + Micros(10));
-  job.allocations = {Allocation{0, "n1", {{"GPU-1", 1024, 500, false}}, 1000, 1024}};
+  job.allocations = {Allocation{0, "n1", {{"GPU-1", 1024, 500, false}}, 1000, 1024, {}, {}, {}}};
   ASSERT_TRUE(applyJobTransition(&job, JobState::kPreempted, t0 + Micros(20), "Preempted").isOk());
   EXPECT_EQ(job.end_time, t0 + Micros(20));
   EXPECT_EQ(job.reason, "Preempted");

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,54 @@ inline Output runProgram(const std::string& program, const std::vector<std::stri
   o.out = readFile(out_path);
   o.err = readFile(err_path);
   return o;
+}
+
+// Who runs a program, where: `uid`/`gid` other than -1 switch to that user (root only) after
+// the output files are opened; `cwd` when set; `stdin_path` when set replaces stdin.
+struct RunAs {
+  int uid = -1;
+  int gid = -1;
+  std::string cwd;
+  std::string stdin_path;
+};
+
+// Starts `program` like runProgram but does not wait: returns its pid (the caller waits).
+inline pid_t startProgram(const std::string& program, const std::vector<std::string>& args,
+                          const std::string& dir,
+                          const std::vector<std::pair<std::string, std::string>>& env,
+                          const RunAs& as) {
+  const std::string out_path = dir + "/stdout";
+  const std::string err_path = dir + "/stderr";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0) _exit(126);
+    dup2(out, STDOUT_FILENO);
+    dup2(err, STDERR_FILENO);
+    int in = open(as.stdin_path.empty() ? "/dev/null" : as.stdin_path.c_str(), O_RDONLY);
+    if (in >= 0) dup2(in, STDIN_FILENO);
+    for (const auto& [k, v] : env)
+      setenv(k.c_str(), v.c_str(), 1);
+    if (!as.cwd.empty() && chdir(as.cwd.c_str()) != 0) _exit(126);
+    if (as.gid >= 0 && (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(as.gid)) != 0)) {
+      _exit(126);
+    }
+    if (as.uid >= 0 && setuid(static_cast<uid_t>(as.uid)) != 0) _exit(126);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(program.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit code of a finished program (128 + signal when a signal ended it).
+inline int exitCodeOf(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace gpool::cli::testing

@@ -1,5 +1,7 @@
 // Drives the REST routes over a real Unix socket (api_fixture.h): every route as each role,
 // and every class of bad input.
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -491,6 +493,47 @@ TEST_F(ApiTest, GroupsQuotasAndQos) {
   EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/high").status, 404);
 }
 
+// GET /v1/jobs/{id}/log reads the file the agent reported, by offsets.
+TEST_F(ApiTest, LogRouteReadsTheReportedFileByOffsets) {
+  int64_t id = submit("alice", "ml");
+  place(id);
+  char tmpl[] = "/tmp/gpool-log-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  { std::ofstream(dir + "/stdout.log") << "hello\nworld\n"; }
+  store::TaskFiles files{dir + "/stdout.log", dir + "/stderr.log", dir + "/shell.sock"};
+  ASSERT_TRUE(store_->recordTaskFiles(id, store_->getJob(id)->epoch, 0, files).isOk());
+
+  json first = body(get("alice", jobPath(id, "/log?limit=6")));
+  EXPECT_EQ(first["data"], "hello\n");
+  EXPECT_EQ(first["next_offset"], 6);
+  EXPECT_EQ(first["size"], 12);
+  EXPECT_FALSE(first["complete"]);  // the job still runs
+  json rest = body(get("alice", jobPath(id, "/log?offset=6")));
+  EXPECT_EQ(rest["data"], "world\n");
+  // No stderr written yet: empty, not an error (the task's directory is here).
+  json err = body(get("alice", jobPath(id, "/log?stream=stderr")));
+  EXPECT_EQ(err["data"], "");
+  EXPECT_EQ(get("alice", jobPath(id, "/log?stream=both")).status, 400);
+  EXPECT_EQ(get("alice", jobPath(id, "/log?task=1")).status, 400);
+  EXPECT_EQ(get("alice", jobPath(id, "/log?bogus=1")).status, 400);
+  EXPECT_EQ(get("bob", jobPath(id, "/log")).status, 403);
+
+  // Finished: complete once read to the end.
+  ASSERT_TRUE(store_->recordEnd(id, "COMPLETED", 0, clock_.now(), "done").isOk());
+  EXPECT_TRUE(body(get("alice", jobPath(id, "/log?offset=12")))["complete"]);
+
+  // A log on another server (its directory is not on this machine): 404 with the ssh hint.
+  int64_t remote = submit("alice", "ml");
+  place(remote);
+  store::TaskFiles elsewhere{"/nonexistent/gpool/1.0/stdout.log", "", ""};
+  ASSERT_TRUE(store_->recordTaskFiles(remote, store_->getJob(remote)->epoch, 0, elsewhere).isOk());
+  auto r = get("alice", jobPath(remote, "/log"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.body.find("ssh gpu-01"), std::string::npos) << r.body;
+  std::filesystem::remove_all(dir);
+}
+
 // Each role against each route that acts on someone's job or on the pool: alice owns the job
 // (group ml), bob is another user, carol administers ml, root is an admin.
 TEST_F(ApiTest, PermissionMatrix) {
@@ -507,6 +550,8 @@ TEST_F(ApiTest, PermissionMatrix) {
   std::vector<Case> cases = {
       {Method::kGet, jobPath(shown), "", 200, 403, 200, 200},
       {Method::kGet, jobPath(shown, "/events"), "", 200, 403, 200, 200},
+      // A pending job has no log yet (409) but the permission check comes first.
+      {Method::kGet, jobPath(shown, "/log"), "", 409, 403, 409, 409},
       {Method::kPost, "/cancel", "", 200, 403, 200, 200, 1},
       {Method::kPost, "/requeue", "", 200, 403, 200, 200, 2},
       {Method::kPost, "/hold", "", 200, 403, 200, 200, 1},

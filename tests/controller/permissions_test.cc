@@ -28,8 +28,8 @@ Caller callerWith(Role role) {
 
 // The whole matrix: each role, each action, each kind of target.
 TEST(Permissions, MatrixOfRoleActionTarget) {
-  const JobAction actions[] = {JobAction::kShow, JobAction::kCancel, JobAction::kHold,
-                               JobAction::kRelease, JobAction::kRequeue};
+  const JobAction actions[] = {JobAction::kShow,    JobAction::kCancel,  JobAction::kHold,
+                               JobAction::kRelease, JobAction::kRequeue, JobAction::kReadLog};
   const Target targets[] = {Target::kOwn, Target::kGroupMate, Target::kOtherGroup};
   int checked = 0;
   for (Role role : {Role::kUser, Role::kGroupAdmin, Role::kAdmin}) {
@@ -53,7 +53,7 @@ TEST(Permissions, MatrixOfRoleActionTarget) {
       }
     }
   }
-  EXPECT_EQ(checked, 45);
+  EXPECT_EQ(checked, 54);
 }
 
 TEST(Permissions, GroupAdminOfNoGroupIsAUser) {

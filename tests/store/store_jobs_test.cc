@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "store/store_test_fixture.h"
 
 namespace gpool::store::testing {
@@ -158,6 +160,34 @@ TEST_P(JobsTest, ArrayBatchNamesItsFirstJobAsParent) {
   more.array_index = 4;
   ASSERT_TRUE(store().submitJobs({more}, at(1)).ok());
   EXPECT_EQ(store().listJobs(filter)->jobs.size(), 5u);
+}
+
+TEST_P(JobsTest, TaskFilesGoIntoTheTasksAllocationAtTheCurrentEpochOnly) {
+  int64_t id = submitOne(store(), job("dave"), at(0));
+  const std::string placement =
+      R"([{"task":0,"node":"n1","slices":[],"cpus_milli":1000,"ram_mib":0},)"
+      R"({"task":1,"node":"n2","slices":[],"cpus_milli":1000,"ram_mib":0}])";
+  TaskFiles files{"/t/1.1/stdout.log", "/t/1.1/stderr.log", "/var/lib/gpool/agent/shell.sock"};
+  // Not running yet: nothing to record.
+  EXPECT_EQ(store().recordTaskFiles(id, 0, 1, files).code(), StatusCode::kFailedPrecondition);
+  auto epoch = store().recordPlacement(id, placement, at(5), "placed");
+  ASSERT_TRUE(epoch.ok()) << epoch.status().toString();
+  EXPECT_EQ(store().recordTaskFiles(id, *epoch - 1, 1, files).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().recordTaskFiles(id, *epoch, 7, files).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store().recordTaskFiles(id, *epoch, 1, files).isOk());
+  ASSERT_TRUE(store().recordTaskFiles(id, *epoch, 1, files).isOk());  // idempotent
+
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok()) << got.status().toString();
+  auto stored = nlohmann::json::parse(got->placement_json);
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_FALSE(stored[0].contains("stdout_log"));
+  EXPECT_EQ(stored[1]["node"], "n2");
+  EXPECT_EQ(stored[1]["stdout_log"], "/t/1.1/stdout.log");
+  EXPECT_EQ(stored[1]["stderr_log"], "/t/1.1/stderr.log");
+  EXPECT_EQ(stored[1]["shell_socket"], "/var/lib/gpool/agent/shell.sock");
+  EXPECT_EQ(got->state, "RUNNING");
 }
 
 TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
