@@ -124,6 +124,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   ctx.registry = &registry;
   ctx.clock = options.clock ? options.clock : &realClock();
   ctx.caller_for = options.caller_for;
+  ctx.telemetry = options.telemetry;
   if (!ctx.caller_for) {
     ctx.caller_for = [&store](const net::Request& req) { return callerFor(store, req.peer); };
   }
@@ -134,6 +135,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   if (!added.isOk()) return added;
   if (added = routes::addJobRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addNodeRoutes(router, ctx); !added.isOk()) return added;
+  if (added = routes::addTelemetryRoutes(router, ctx); !added.isOk()) return added;
   return routes::addCatalogRoutes(router, ctx);
 }
 

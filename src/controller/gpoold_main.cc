@@ -128,6 +128,8 @@ int run(const std::string& config_path, bool once) {
   options.usage_half_life_s = settings->usage_half_life_s;
   SchedulingLoop loop(**store, registry, gateway, clock, options);
   gateway.attach(loop);
+  TelemetryHistory telemetry;
+  gateway.attachTelemetry(telemetry);
   for (Status s : {registry.load(), loop.recover()}) {
     if (!s.isOk()) {
       spdlog::error("cannot rebuild the controller's state: {}", s.toString());
@@ -148,7 +150,9 @@ int run(const std::string& config_path, bool once) {
   std::unique_ptr<net::Server> server;
   if (!settings->socket.empty()) {
     net::Router router;
-    if (Status s = addApiRoutes(router, **store, service, registry); !s.isOk()) {
+    ApiRouteOptions api_options;
+    api_options.telemetry = &telemetry;
+    if (Status s = addApiRoutes(router, **store, service, registry, api_options); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
       return 1;
     }

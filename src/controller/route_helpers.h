@@ -14,6 +14,7 @@
 #include "controller/job_service.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
+#include "controller/telemetry_history.h"
 #include "net/http.h"
 #include "net/router.h"
 #include "store/store.h"
@@ -29,6 +30,7 @@ struct Context {
   NodeRegistry* registry = nullptr;
   Clock* clock = nullptr;
   std::function<Result<Caller>(const net::Request&)> caller_for;
+  TelemetryHistory* telemetry = nullptr;  // null: no telemetry (empty histories)
 };
 
 using Body = std::function<Result<net::Response>(const Caller&, const net::Request&)>;
@@ -51,5 +53,6 @@ net::Response jsonResponse(int status, const nlohmann::json& body);
 Status addJobRoutes(net::Router& router, const Context& ctx);
 Status addNodeRoutes(net::Router& router, const Context& ctx);
 Status addCatalogRoutes(net::Router& router, const Context& ctx);
+Status addTelemetryRoutes(net::Router& router, const Context& ctx);
 
 }  // namespace gpool::controller::routes
