@@ -451,6 +451,8 @@ TEST_F(ApiTest, PermissionMatrix) {
   std::vector<Case> cases = {
       {Method::kGet, jobPath(shown), "", 200, 403, 200, 200},
       {Method::kGet, jobPath(shown, "/events"), "", 200, 403, 200, 200},
+      {Method::kGet, jobPath(shown, "/telemetry"), "", 200, 403, 200, 200},
+      {Method::kGet, "/v1/gpus/GPU-gpu-01-0/telemetry", "", 200, 200, 200, 200},
       {Method::kPost, "/cancel", "", 200, 403, 200, 200, 1},
       {Method::kPost, "/requeue", "", 200, 403, 200, 200, 2},
       {Method::kPost, "/hold", "", 200, 403, 200, 200, 1},
