@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/client_commands.h"
+#include "cli/top_command.h"
 #include "cli/up_command.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
@@ -35,6 +36,7 @@ int runCli(const std::vector<std::string>& args) {
   auto* version = app.add_subcommand("version", "Print the version of this gpool build");
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
   registerClientCommands(app, global);
+  registerTopCommand(app, global);
   sim::registerSimCommands(app);
   registerUpCommands(app);
 
