@@ -105,16 +105,16 @@ std::string formatTop(const json& answer, int width) {
   }
   out += "gpool top: " + std::to_string(total) + " GPUs, " + std::to_string(busy) + " in use, " +
          std::to_string(unhealthy) + " unhealthy" + (simulated ? " (simulated)" : "") + "\n";
-  // NODE(10) IDX(3) MODEL(12) UTIL(5) MEMORY bar(12)+ text(11) TEMP(4) POWER(5) TENANTS(rest)
-  std::string header = pad("NODE", 10) + " " + pad("GPU", 3, true) + " " + pad("MODEL", 12) + " " +
-                       pad("UTIL", 5, true) + " " + pad("MEMORY (GiB)", 24) + " " +
+  // 58 columns before the tenants, so that 80 leave them 22 (a user:job or two).
+  std::string header = pad("NODE", 10) + " " + pad("GPU", 3, true) + " " + pad("MODEL", 9) + " " +
+                       pad("UTIL", 4, true) + " " + pad("MEMORY GiB", 18) + " " +
                        pad("TEMP", 4, true) + " " + pad("POWER", 5, true) + " TENANTS";
   out += header.substr(0, static_cast<size_t>(width)) + "\n";
   for (const json& g : answer["gpus"]) {
     const json& t = g.contains("telemetry") ? g["telemetry"] : json();
     bool have = t.is_object();
     std::string model = g.value("model", "");
-    for (const char* drop : {"NVIDIA ", " (simulated)"}) {
+    for (const char* drop : {"NVIDIA ", " (simulated)", "-SXM4", "-PCIE"}) {
       size_t at = model.find(drop);
       if (at != std::string::npos) model.erase(at, std::string(drop).size());
     }
@@ -122,7 +122,8 @@ std::string formatTop(const json& answer, int width) {
     double used_mib = have ? t.value("memory_used_mib", 0.0) : 0.0;
     std::string util = have ? std::to_string(t.value("utilization_pct", 0)) + "%" : "-";
     std::string mem =
-        bar(used_mib, total_mib, 10) + " " + pad(gib(used_mib) + "/" + gib(total_mib), 12, true);
+        bar(used_mib, total_mib, 6) + " " +
+        pad(gib(used_mib) + "/" + std::to_string(static_cast<int>(total_mib / 1024)), 9, true);
     std::string temp = have ? std::to_string(t.value("temperature_c", 0)) + "C" : "-";
     std::string power =
         have ? std::to_string(static_cast<int>(t.value("power_w", 0.0))) + "W" : "-";
@@ -134,8 +135,8 @@ std::string formatTop(const json& answer, int width) {
     }
     if (g.value("simulated", false)) tenants += " simulated";
     std::string line = pad(g.value("node", ""), 10) + " " +
-                       pad(std::to_string(g.value("index", 0)), 3, true) + " " + pad(model, 12) +
-                       " " + pad(util, 5, true) + " " + mem + " " + pad(temp, 4, true) + " " +
+                       pad(std::to_string(g.value("index", 0)), 3, true) + " " + pad(model, 9) +
+                       " " + pad(util, 4, true) + " " + mem + " " + pad(temp, 4, true) + " " +
                        pad(power, 5, true) + " " + tenants;
     out += line.substr(0, static_cast<size_t>(width)) + "\n";
   }
