@@ -5,7 +5,7 @@ _gpool() {
   COMPREPLY=()
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="submit run alloc logs shell queue show cancel nodes up down sim version"
+  local commands="submit run alloc logs shell queue show cancel nodes top up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
   commands+=" user group quota qos drain resume usage account config"
   local global="--socket --json --help --version"
@@ -137,6 +137,7 @@ _gpool() {
              COMPREPLY=($(compgen -f -- "$cur"))
            fi ;;
       esac ;;
+    top) COMPREPLY=($(compgen -W "--interval --once --help $global" -- "$cur")) ;;
     *) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac
 }

@@ -159,6 +159,10 @@ json Agent::taskJson(const Tracked& t) const {
 json Agent::helloMessage() {
   seq_out_ = 0;
   last_seq_in_ = 0;
+  // Level-triggered: a new connection gets telemetry and the health findings again at the next
+  // tick (the controller starts every GPU of a (re)registered node healthy).
+  last_telemetry_.reset();
+  last_findings_ = json::array();
   utsname u{};
   ::uname(&u);
   std::string hostname = options_.hostname;
@@ -568,21 +572,32 @@ void Agent::sampleAndCheck(TimePoint now) {
                             {"severity", "critical"},
                             {"message", sample.status().toString()}});
   } else {
-    send("telemetry", gpu::toJson(*sample));
+    json telemetry = gpu::toJson(*sample);
     for (const gpu::Finding& f : gpu::checkHealth(inventory_, *sample, options_.health))
       findings.push_back(gpu::toJson(f));
-    // A GPU process belongs to a task when it descends from the task's process.
+    // A GPU process belongs to a task when it descends from the task's process. Processes of
+    // running tasks are tagged with their job and task in the telemetry, so that the
+    // controller attributes a shared GPU's memory to its tenants.
     gpu::GpuOwnership own;
-    for (const gpu::GpuTelemetry& g : sample->gpus) {
-      for (const gpu::GpuProcess& p : g.processes) {
+    for (size_t gi = 0; gi < sample->gpus.size(); ++gi) {
+      const gpu::GpuTelemetry& g = sample->gpus[gi];
+      for (size_t pi = 0; pi < g.processes.size(); ++pi) {
+        const gpu::GpuProcess& p = g.processes[pi];
         for (const auto& [name, t] : tasks_) {
           if (t.info.status.task_pid <= 0) continue;
           if (!descendsFrom(p.pid, t.info.status.task_pid)) continue;
-          auto& set = isTerminal(t.info.status.state) ? own.dead_task_pids : own.task_pids;
+          bool ended = isTerminal(t.info.status.state);
+          auto& set = ended ? own.dead_task_pids : own.task_pids;
           set[g.uuid].insert(p.pid);
+          if (!ended && t.has_assignment) {
+            json& entry = telemetry["gpus"][gi]["processes"][pi];
+            entry["job_id"] = t.assignment.job_id;
+            entry["task"] = t.assignment.task;
+          }
         }
       }
     }
+    send("telemetry", std::move(telemetry));
     std::vector<gpu::Finding> hygiene = gpu::findStrayProcesses(*sample, own, options_.hygiene);
     std::vector<gpu::Finding> lasting = strays_.update(hygiene, now);
     std::map<std::pair<std::string, int>, std::string> actions;

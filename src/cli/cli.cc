@@ -8,6 +8,7 @@
 
 #include "cli/admin_commands.h"
 #include "cli/client_commands.h"
+#include "cli/top_command.h"
 #include "cli/up_command.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
@@ -37,6 +38,7 @@ int runCli(const std::vector<std::string>& args) {
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
   registerClientCommands(app, global);
   registerAdminCommands(app, global);
+  registerTopCommand(app, global);
   sim::registerSimCommands(app);
   registerUpCommands(app);
 

@@ -287,6 +287,127 @@ Status fromJson(const json& j, NodeJson* out, std::string_view path) {
   return Status::ok();
 }
 
+// ---- telemetry and health (gpu::toJson(TelemetrySample), gpu::toJson(Finding))
+
+// Takes the number `key` out of the object `j` (a copy), so that an ObjectReader over the
+// rest checks the other fields; the reader has no reader for fractional numbers.
+Status takeNumber(json& j, const char* key, double* out, std::string_view path) {
+  if (!j.is_object()) return Status::ok();  // the reader reports the type
+  auto it = j.find(key);
+  if (it == j.end()) return Status::ok();
+  if (it->is_null()) {
+    j.erase(it);
+    return Status::ok();
+  }
+  if (!it->is_number()) {
+    return Status::invalidArgument(std::string(path) + "." + key + ": expected a number, got " +
+                                   std::string(api::jsonTypeName(*it)));
+  }
+  *out = it->get<double>();
+  j.erase(it);
+  return Status::ok();
+}
+
+struct ProcessJson {
+  GpuProcessUse use;
+};
+Status fromJson(const json& j, ProcessJson* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.integer("pid", &out->use.pid, Presence::kRequired, int64_t{0}, kMaxI64);
+  r.integer("used_mib", &out->use.used_mib, Presence::kOptional, uint64_t{0}, uint64_t{1} << 40);
+  r.optionalInteger("job_id", &out->use.job_id, int64_t{0}, kMaxI64);
+  r.optionalInteger("task", &out->use.task, uint32_t{0}, uint32_t{1'000'000});
+  return r.finish();
+}
+
+struct GpuSampleJson {
+  GpuReading reading;
+};
+Status fromJson(const json& in, GpuSampleJson* out, std::string_view path) {
+  GpuReading& g = out->reading;
+  json j = in;
+  GPOOL_RETURN_IF_ERROR(takeNumber(j, "power_w", &g.power_w, path));
+  // xid_errors by hand too: the reader has no integer lists.
+  if (j.is_object()) {
+    auto x = j.find("xid_errors");
+    if (x != j.end() && !x->is_null()) {
+      if (!x->is_array()) {
+        return Status::invalidArgument(std::string(path) + ".xid_errors: expected an array");
+      }
+      for (const json& e : *x) {
+        if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > 100'000) {
+          return Status::invalidArgument(std::string(path) +
+                                         ".xid_errors: expected XID numbers (integers)");
+        }
+        g.xid_errors.push_back(e.get<uint32_t>());
+      }
+    }
+    if (x != j.end()) j.erase(x);
+  }
+  ObjectReader r(j, path);
+  r.string("uuid", &g.uuid, Presence::kRequired);
+  r.check(!g.uuid.empty() || !r.ok(), "uuid", "must not be empty");
+  r.integer("index", &g.index, Presence::kOptional, uint32_t{0}, uint32_t{1023});
+  r.integer("utilization_pct", &g.utilization_pct, Presence::kOptional, uint32_t{0}, uint32_t{100});
+  r.integer("memory_utilization_pct", &g.memory_utilization_pct, Presence::kOptional, uint32_t{0},
+            uint32_t{100});
+  r.integer("memory_used_mib", &g.memory_used_mib, Presence::kOptional, uint64_t{0},
+            uint64_t{1} << 40);
+  r.integer("memory_total_mib", &g.memory_total_mib, Presence::kOptional, uint64_t{0},
+            uint64_t{1} << 40);
+  r.integer("temperature_c", &g.temperature_c, Presence::kOptional, int32_t{-273}, int32_t{1000});
+  r.integer("sm_clock_mhz", &g.sm_clock_mhz, Presence::kOptional, uint32_t{0}, uint32_t{100'000});
+  r.integer("memory_clock_mhz", &g.memory_clock_mhz, Presence::kOptional, uint32_t{0},
+            uint32_t{100'000});
+  r.optionalInteger("ecc_corrected", &g.ecc_corrected, uint64_t{0}, uint64_t{1} << 62);
+  r.optionalInteger("ecc_uncorrected", &g.ecc_uncorrected, uint64_t{0}, uint64_t{1} << 62);
+  std::vector<ProcessJson> processes;
+  r.objectList("processes", &processes, Presence::kOptional, 4096);
+  for (ProcessJson& p : processes)
+    g.processes.push_back(p.use);
+  return r.finish();
+}
+
+struct TelemetryJson {
+  int64_t taken_at_us = 0;
+  bool simulated = false;
+  std::vector<GpuReading> gpus;
+};
+Status fromJson(const json& j, TelemetryJson* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.integer("taken_at_us", &out->taken_at_us, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.boolean("simulated", &out->simulated);
+  std::vector<GpuSampleJson> gpus;
+  r.objectList("gpus", &gpus, Presence::kRequired, 1024);
+  for (GpuSampleJson& g : gpus) {
+    g.reading.simulated = out->simulated;
+    out->gpus.push_back(std::move(g.reading));
+  }
+  return r.finish();
+}
+
+struct FindingJson {
+  std::string check;
+  std::string severity;
+  std::string gpu_uuid;
+  bool unhealthy = false;
+  std::string message;
+};
+Status fromJson(const json& j, FindingJson* out, std::string_view path) {
+  ObjectReader r(j, path);
+  int64_t n = 0;
+  std::string text;
+  r.string("check", &out->check, Presence::kRequired);
+  r.string("severity", &out->severity);
+  r.string("gpu_uuid", &out->gpu_uuid);
+  r.integer("pid", &n, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.integer("used_mib", &n, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.boolean("unhealthy", &out->unhealthy);
+  r.string("message", &out->message);
+  r.string("action", &text);
+  return r.finish();
+}
+
 // ---- encoding
 
 json assignmentJson(int64_t job_id, uint32_t task, int32_t attempt, int64_t lease_epoch) {
@@ -328,6 +449,10 @@ AgentLink::~AgentLink() = default;
 
 void AgentLink::attach(SchedulingLoop& loop) {
   loop_ = &loop;
+}
+
+void AgentLink::attachTelemetry(TelemetryHistory& telemetry) {
+  telemetry_ = &telemetry;
 }
 
 Status AgentLink::acceptPeer(const net::Request& request) const {
@@ -466,8 +591,10 @@ void AgentLink::onMessage(const net::WebSocketConnectionPtr& conn, const std::st
     s = onHeartbeat(session, env.body);
   } else if (env.type == "task_update") {
     s = onTaskUpdate(session, env.body);
-  } else if (env.type == "telemetry" || env.type == "health") {
-    return;  // accepted; not used by the controller yet
+  } else if (env.type == "telemetry") {
+    s = onTelemetry(session, env.body);
+  } else if (env.type == "health") {
+    s = onHealth(session, env.body);
   } else if (env.type == "error") {
     spdlog::warn("agent of node {} reports an error: {}",
                  session->node.empty() ? "?" : session->node, api::dumpJson(env.body));
@@ -514,7 +641,9 @@ Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) 
             {"lease",
              {{"duration_s", options_.lease_duration_s},
               {"renew_every_s", options_.heartbeat_interval_s}}},
-            {"config", {{"heartbeat_interval_s", options_.heartbeat_interval_s}}}});
+            {"config",
+             {{"heartbeat_interval_s", options_.heartbeat_interval_s},
+              {"telemetry_interval_s", options_.telemetry_interval_s}}}});
   SessionPtr older;
   {
     std::lock_guard lock(mu_);
@@ -624,6 +753,122 @@ void AgentLink::recordTaskFiles(int64_t job_id, const TaskReport& report, const 
   if (!s.isOk()) spdlog::info("{}: task files not recorded: {}", what, s.toString());
 }
 
+Result<std::map<std::string, std::vector<GpuTenant>>> AgentLink::tenantsOf(
+    const std::string& node) {
+  std::lock_guard lock(tenants_mu_);
+  Micros mono = clock_.monotonic();
+  if (!tenants_read_at_ || mono - *tenants_read_at_ >= std::chrono::seconds(1)) {
+    GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
+                           store_.jobsInStates({"RUNNING", "COMPLETING"}));
+    std::map<std::pair<int64_t, uint32_t>, int64_t> pids;
+    {
+      std::lock_guard pid_lock(mu_);
+      pids = task_pids_;
+    }
+    tenants_.clear();
+    for (const store::JobRecord& record : running) {
+      Result<api::Job> job = store::apiJobFrom(record);
+      if (!job.ok()) continue;
+      for (const api::Allocation& a : job->allocations) {
+        for (const api::Slice& slice : a.slices) {
+          GpuTenant t;
+          t.job_id = record.id;
+          t.task = a.task;
+          t.compute_milli = slice.compute_milli;
+          t.exclusive = slice.exclusive;
+          auto pid = pids.find({record.id, a.task});
+          if (pid != pids.end()) t.pid = pid->second;
+          tenants_[a.node][slice.gpu_uuid].push_back(t);
+        }
+      }
+    }
+    tenants_read_at_ = mono;
+  }
+  auto it = tenants_.find(node);
+  if (it == tenants_.end()) return std::map<std::string, std::vector<GpuTenant>>{};
+  return it->second;
+}
+
+Status AgentLink::onTelemetry(const SessionPtr& session, const json& body) {
+  TelemetryJson sample;
+  GPOOL_RETURN_IF_ERROR(fromJson(body, &sample, ""));
+  if (telemetry_ == nullptr) return Status::ok();
+  // The controller's clock, not the agent's: histories of all nodes share one time line.
+  TimePoint now = clock_.now();
+  Result<std::map<std::string, std::vector<GpuTenant>>> tenants = tenantsOf(session->node);
+  if (!tenants.ok()) {
+    spdlog::warn("node {}: telemetry without attribution (store: {})", session->node,
+                 tenants.status().toString());
+    tenants = std::map<std::string, std::vector<GpuTenant>>{};
+  }
+  telemetry_->ingest(session->node, now, sample.gpus, *tenants);
+  std::vector<store::TelemetrySample> minutes = telemetry_->takeFinishedMinutes(now);
+  if (!minutes.empty()) {
+    Status s = store_.recordTelemetry(minutes);
+    if (!s.isOk())
+      spdlog::warn("cannot store {} telemetry minutes: {}", minutes.size(), s.toString());
+  }
+  bool prune = false;
+  {
+    std::lock_guard lock(tenants_mu_);
+    Micros mono = clock_.monotonic();
+    if (!pruned_at_ || mono - *pruned_at_ >= options_.telemetry_prune_every) {
+      pruned_at_ = mono;
+      prune = true;
+    }
+  }
+  if (prune) {
+    Status s = store_.pruneTelemetry(now, options_.telemetry_retention);
+    if (!s.isOk()) spdlog::warn("cannot prune the telemetry history: {}", s.toString());
+  }
+  return Status::ok();
+}
+
+Status AgentLink::onHealth(const SessionPtr& session, const json& body) {
+  std::vector<FindingJson> findings;
+  int64_t time_us = 0;
+  ObjectReader r(body, "");
+  r.objectList("findings", &findings, Presence::kRequired, 100'000);
+  r.integer("time_us", &time_us, Presence::kOptional, int64_t{0}, kMaxI64);
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  // Per GPU: unhealthy when a finding says so; degraded for other warnings about the GPU
+  // itself (process and memory hygiene findings leave it as it is: the kill policy acts).
+  std::map<std::string, std::pair<api::GpuHealth, std::string>> health;
+  for (const FindingJson& f : findings) {
+    if (f.gpu_uuid.empty()) continue;
+    if (f.check == "stray_process" || f.check == "dead_task_process" ||
+        f.check == "leaked_memory") {
+      continue;
+    }
+    bool bad = f.unhealthy;
+    if (!bad && f.severity == "info") continue;
+    auto& [state, reason] = health[f.gpu_uuid];
+    api::GpuHealth level = bad ? api::GpuHealth::kUnhealthy : api::GpuHealth::kDegraded;
+    std::string what = f.message.empty() ? f.check : f.message;
+    if (level > state) {
+      state = level;
+      reason = what;
+    } else if (level == state) {
+      reason += "; " + what;
+    }
+  }
+  Result<bool> changed = registry_.setGpuHealth(session->node, health);
+  if (!changed.ok()) {
+    spdlog::error("node {}: cannot record GPU health: {}", session->node,
+                  changed.status().toString());
+    return Status::internal("cannot record the GPU health: " + changed.status().message());
+  }
+  if (*changed) {
+    for (const auto& [uuid, h] : health) {
+      spdlog::warn("node {} GPU {}: {} ({})", session->node, uuid, api::gpuHealthName(h.first),
+                   h.second);
+    }
+    if (health.empty()) spdlog::info("node {}: every GPU healthy again", session->node);
+    if (loop_) loop_->jobsChanged();
+  }
+  return Status::ok();
+}
+
 void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report) {
   if (!report.job_id || loop_ == nullptr) return;
   int64_t job_id = *report.job_id;
@@ -662,6 +907,7 @@ void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report)
     bool first = false;
     {
       std::lock_guard lock(mu_);
+      if (report.pid > 0) task_pids_[{job_id, report.task}] = report.pid;
       first = started_.insert({job_id, report.lease_epoch}).second;
     }
     if (!first) return;
@@ -676,6 +922,7 @@ void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report)
   {
     std::lock_guard lock(mu_);
     started_.erase({job_id, report.lease_epoch});
+    task_pids_.erase({job_id, report.task});
   }
   TaskOutcome outcome = TaskOutcome::kExited;
   if (report.oom_killed) {

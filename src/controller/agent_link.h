@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "controller/agent_gateway.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
+#include "controller/telemetry_history.h"
 #include "net/router.h"
 #include "net/websocket.h"
 #include "store/store.h"
@@ -29,7 +31,11 @@
 // under its current lease epoch). `task_update` reports move jobs through the SchedulingLoop
 // (running -> taskStarted, exited -> taskEnded); a report under a stale epoch changes nothing
 // and a still running stale task is told to stop (`cancel`). `heartbeat` renews the node in the
-// registry and is answered with `lease`. `telemetry` and `health` are accepted and not used yet.
+// registry and is answered with `lease`. `telemetry` frames go to the TelemetryHistory (when
+// attached), attributed to the tasks the store places on each GPU, and its finished minutes to
+// the store (pruned every `telemetry_prune_every`); `health` findings set each GPU's health in
+// the NodeRegistry (an unhealthy GPU receives no new work; a GPU without findings is healthy
+// again) and wake the scheduling loop.
 // Bad frames are answered with `error` naming the field; a higher protocol version closes the
 // connection with 4001; a newer connection for the same node closes the older with 4009.
 //
@@ -53,6 +59,12 @@ struct AgentLinkOptions {
   int64_t heartbeat_interval_s = 5;
   // Unix-socket peers allowed to open /v1/agent besides uid 0: gpoold's own uid.
   uint32_t own_uid = 0;
+  // The telemetry interval the agents are told to use.
+  int64_t telemetry_interval_s = 10;
+  // How long the stored telemetry history is kept (store::pruneTelemetry), and how often it is
+  // pruned.
+  store::TelemetryRetention telemetry_retention;
+  Micros telemetry_prune_every{std::chrono::minutes(10)};
 };
 
 // Close codes of docs/agent-protocol.md.
@@ -72,6 +84,9 @@ class AgentLink final : public AgentGateway {
   // separate step). Must be called before the route serves its first connection; `loop` must
   // outlive the server.
   void attach(SchedulingLoop& loop);
+  // Where `telemetry` frames go; without it they are accepted and dropped. Call before serving;
+  // `telemetry` must outlive the server.
+  void attachTelemetry(TelemetryHistory& telemetry);
 
   // Adds `/v1/agent` to `router`. Unix-socket peers other than uid 0 and own_uid are refused
   // (403 before the upgrade); token (TLS) peers are refused too until join tokens exist.
@@ -109,6 +124,11 @@ class AgentLink final : public AgentGateway {
   Status onHello(const SessionPtr& session, const nlohmann::json& body, int64_t seq);
   Status onHeartbeat(const SessionPtr& session, const nlohmann::json& body);
   Status onTaskUpdate(const SessionPtr& session, const nlohmann::json& body);
+  Status onTelemetry(const SessionPtr& session, const nlohmann::json& body);
+  Status onHealth(const SessionPtr& session, const nlohmann::json& body);
+  // The tasks holding each GPU of `node`, from the store's running jobs (read at most once a
+  // second for all nodes together).
+  Result<std::map<std::string, std::vector<GpuTenant>>> tenantsOf(const std::string& node);
 
   struct TaskReport;
   // Applies one reported task (from hello or task_update) to the loop.
@@ -121,11 +141,20 @@ class AgentLink final : public AgentGateway {
   Clock& clock_;
   AgentLinkOptions options_;
   SchedulingLoop* loop_ = nullptr;
+  TelemetryHistory* telemetry_ = nullptr;
 
   mutable std::mutex mu_;
-  std::map<uint64_t, SessionPtr> sessions_;        // by connection id
-  std::map<std::string, SessionPtr> by_node_;      // the connection serving each node
-  std::set<std::pair<int64_t, int64_t>> started_;  // (job, epoch) reported running
+  std::map<uint64_t, SessionPtr> sessions_;                    // by connection id
+  std::map<std::string, SessionPtr> by_node_;                  // the connection serving each node
+  std::set<std::pair<int64_t, int64_t>> started_;              // (job, epoch) reported running
+  std::map<std::pair<int64_t, uint32_t>, int64_t> task_pids_;  // (job, task) -> reported pid
+
+  // tenantsOf's cache: by node, by GPU; refreshed when older than a second (monotonic).
+  std::mutex tenants_mu_;
+  std::optional<Micros> tenants_read_at_;
+  std::map<std::string, std::map<std::string, std::vector<GpuTenant>>> tenants_;
+  // When the stored telemetry was last pruned (monotonic); guarded by tenants_mu_.
+  std::optional<Micros> pruned_at_;
 };
 
 // The task entry of `desired_state` / `assign` for one assignment (docs/agent-protocol.md).

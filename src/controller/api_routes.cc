@@ -127,6 +127,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   ctx.user_usage = options.user_usage;
   ctx.group_usage = options.group_usage;
   ctx.usage_half_life_s = options.usage_half_life_s;
+  ctx.telemetry = options.telemetry;
   if (!ctx.caller_for) {
     ctx.caller_for = [&store](const net::Request& req) { return callerFor(store, req.peer); };
   }
@@ -137,6 +138,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   if (!added.isOk()) return added;
   if (added = routes::addJobRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addNodeRoutes(router, ctx); !added.isOk()) return added;
+  if (added = routes::addTelemetryRoutes(router, ctx); !added.isOk()) return added;
   return routes::addCatalogRoutes(router, ctx);
 }
 

@@ -8,6 +8,7 @@
 #include "controller/job_service.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
+#include "controller/telemetry_history.h"
 #include "net/http.h"
 #include "net/router.h"
 #include "store/store.h"
@@ -19,6 +20,7 @@
 //           POST /v1/jobs/{id}/cancel, POST /v1/jobs/{id}/requeue
 //   nodes:  GET /v1/nodes, GET /v1/nodes/{name}, POST /v1/nodes/{name}/drain|resume,
 //           GET /v1/gpus, GET /v1/summary
+//   telemetry: GET /v1/gpus/{uuid}/telemetry, GET /v1/jobs/{id}/telemetry
 //   catalog: GET /v1/users|groups|quotas|qos, GET/PUT/DELETE /v1/users/{name},
 //           /v1/groups/{name}, /v1/quotas/{subject}/{name}, /v1/qos/{name}; GET /v1/usage;
 //           GET /v1/account (the caller: identity, role, groups, quotas and use, fair share)
@@ -48,6 +50,9 @@ struct ApiRouteOptions {
   std::function<double(const std::string&)> user_usage;
   std::function<double(const std::string&)> group_usage;
   int64_t usage_half_life_s = 0;
+  // The agents' telemetry (latest readings in /v1/gpus, the history routes); null: none. Must
+  // outlive the server.
+  TelemetryHistory* telemetry = nullptr;
 };
 
 // Adds the routes; every referenced object must outlive the server.

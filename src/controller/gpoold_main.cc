@@ -89,6 +89,8 @@ int run(const std::string& config_path, bool once) {
   options.usage_half_life_s = settings->usage_half_life_s;
   SchedulingLoop loop(**store, registry, gateway, clock, options);
   gateway.attach(loop);
+  TelemetryHistory telemetry;
+  gateway.attachTelemetry(telemetry);
   for (Status s : {registry.load(), loop.recover()}) {
     if (!s.isOk()) {
       spdlog::error("cannot rebuild the controller's state: {}", s.toString());
@@ -113,6 +115,7 @@ int run(const std::string& config_path, bool once) {
     api_options.user_usage = [&loop](const std::string& user) { return loop.userUsage(user); };
     api_options.group_usage = [&loop](const std::string& group) { return loop.groupUsage(group); };
     api_options.usage_half_life_s = settings->usage_half_life_s;
+    api_options.telemetry = &telemetry;
     if (Status s = addApiRoutes(router, **store, service, registry, api_options); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
       return 1;

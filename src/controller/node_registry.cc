@@ -105,6 +105,24 @@ Result<std::vector<std::string>> NodeRegistry::expireSilent() {
   return lost;
 }
 
+Result<bool> NodeRegistry::setGpuHealth(
+    const std::string& name,
+    const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("health of unknown node '" + name + "'");
+  api::Node changed = it->second;
+  for (api::Gpu& gpu : changed.gpus) {
+    auto h = health.find(gpu.uuid);
+    gpu.health = h == health.end() ? api::GpuHealth::kHealthy : h->second.first;
+    gpu.health_reason = h == health.end() ? std::string() : h->second.second;
+  }
+  if (changed == it->second) return false;
+  GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  it->second = std::move(changed);
+  return true;
+}
+
 Status NodeRegistry::drain(const std::string& name, const std::string& reason) {
   std::lock_guard lock(mu_);
   auto it = nodes_.find(name);

@@ -62,6 +62,14 @@ class NodeRegistry {
   // node once, when it goes DOWN).
   Result<std::vector<std::string>> expireSilent();
 
+  // The health an agent reports for the GPUs of `name` (its `health` findings): each GPU in
+  // `health` takes that state and reason, every other GPU of the node is healthy. Unhealthy GPUs
+  // receive no new work (the loop's snapshot reads it); running work stays. Written to the
+  // store only when something changed; returns whether it did. NotFound for an unknown node.
+  Result<bool> setGpuHealth(
+      const std::string& name,
+      const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health);
+
   // Admin drain / resume. Drain: no new work on the node (DRAINING); resume: back to IDLE.
   Status drain(const std::string& name, const std::string& reason);
   Status resume(const std::string& name);

@@ -27,6 +27,8 @@ constexpr size_t kMaxReasonBytes = 256;
 struct PoolUse {
   std::map<std::string, uint64_t> gpu_milli;
   std::set<std::string> busy_nodes;
+  // Per GPU: the tasks holding it (job, task, user, job name, slice), for /v1/gpus.
+  std::map<std::string, json> tenants;
 };
 
 Result<PoolUse> poolUse(store::Store& store) {
@@ -37,8 +39,18 @@ Result<PoolUse> poolUse(store::Store& store) {
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     for (const api::Allocation& a : job.allocations) {
       use.busy_nodes.insert(a.node);
-      for (const api::Slice& s : a.slices)
+      for (const api::Slice& s : a.slices) {
         use.gpu_milli[s.gpu_uuid] += s.compute_milli;
+        json& list = use.tenants[s.gpu_uuid];
+        if (list.is_null()) list = json::array();
+        list.push_back(json{{"job_id", record.id},
+                            {"task", a.task},
+                            {"user", record.user},
+                            {"job_name", job.spec.name},
+                            {"compute_milli", s.compute_milli},
+                            {"memory_mib", s.memory_mib},
+                            {"exclusive", s.exclusive}});
+      }
     }
   }
   return use;
@@ -89,6 +101,29 @@ std::string gpuState(const api::Node& node, const api::Gpu& gpu, uint64_t used_m
   return "idle";
 }
 
+json readingJson(const GpuReading& r) {
+  json processes = json::array();
+  for (const GpuProcessUse& p : r.processes) {
+    json j{{"pid", p.pid}, {"used_mib", p.used_mib}};
+    if (p.job_id) j["job_id"] = *p.job_id;
+    if (p.task) j["task"] = *p.task;
+    processes.push_back(std::move(j));
+  }
+  return json{{"taken_at_us", toUnixMicros(r.taken_at)},
+              {"utilization_pct", r.utilization_pct},
+              {"memory_utilization_pct", r.memory_utilization_pct},
+              {"memory_used_mib", r.memory_used_mib},
+              {"memory_total_mib", r.memory_total_mib},
+              {"temperature_c", r.temperature_c},
+              {"power_w", r.power_w},
+              {"sm_clock_mhz", r.sm_clock_mhz},
+              {"memory_clock_mhz", r.memory_clock_mhz},
+              {"ecc_corrected", r.ecc_corrected ? json(*r.ecc_corrected) : json(nullptr)},
+              {"ecc_uncorrected", r.ecc_uncorrected ? json(*r.ecc_uncorrected) : json(nullptr)},
+              {"xid_errors", r.xid_errors},
+              {"processes", std::move(processes)}};
+}
+
 json gpuJson(const api::Node& node, const api::Gpu& gpu, uint64_t used_milli) {
   return json{{"node", node.name},
               {"index", gpu.index},
@@ -96,6 +131,7 @@ json gpuJson(const api::Node& node, const api::Gpu& gpu, uint64_t used_milli) {
               {"model", gpu.model},
               {"memory_mib", gpu.memory_mib},
               {"health", api::gpuHealthName(gpu.health)},
+              {"health_reason", gpu.health_reason},
               {"state", gpuState(node, gpu, used_milli)},
               {"allocated_milli", std::min<uint64_t>(used_milli, 1000)},
               {"simulated", gpu.simulated}};
@@ -175,27 +211,35 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
                             }));
   if (!added.isOk()) return added;
 
-  added = router.add(
-      net::Method::kGet, "/v1/gpus",
-      authed(ctx, {"node"},
-             [&registry, &store](const Caller&, const net::Request& req) -> Result<net::Response> {
-               std::optional<std::string> only = req.queryParam("node");
-               if (only) {
-                 Status valid = api::validateNodeName(*only);
-                 if (!valid.isOk()) return valid.withContext("node");
-               }
-               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
-               json out = json::array();
-               bool found = !only;
-               for (const api::Node& node : registry.nodes()) {
-                 if (only && node.name != *only) continue;
-                 found = true;
-                 for (const api::Gpu& gpu : node.gpus)
-                   out.push_back(gpuJson(node, gpu, use.gpu_milli[gpu.uuid]));
-               }
-               if (!found) return Status::notFound("node: unknown node '" + *only + "'");
-               return jsonResponse(200, json{{"gpus", std::move(out)}});
-             }));
+  added = router.add(net::Method::kGet, "/v1/gpus",
+                     authed(ctx, {"node"},
+                            [&registry, &store, telemetry = ctx.telemetry](
+                                const Caller&, const net::Request& req) -> Result<net::Response> {
+                              std::optional<std::string> only = req.queryParam("node");
+                              if (only) {
+                                Status valid = api::validateNodeName(*only);
+                                if (!valid.isOk()) return valid.withContext("node");
+                              }
+                              GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+                              json out = json::array();
+                              bool found = !only;
+                              for (const api::Node& node : registry.nodes()) {
+                                if (only && node.name != *only) continue;
+                                found = true;
+                                for (const api::Gpu& gpu : node.gpus) {
+                                  json g = gpuJson(node, gpu, use.gpu_milli[gpu.uuid]);
+                                  json& tenants = use.tenants[gpu.uuid];
+                                  g["tenants"] = tenants.is_null() ? json::array() : tenants;
+                                  std::optional<GpuReading> reading;
+                                  if (telemetry) reading = telemetry->latest(gpu.uuid);
+                                  g["telemetry"] = reading ? readingJson(*reading) : json(nullptr);
+                                  out.push_back(std::move(g));
+                                }
+                              }
+                              if (!found)
+                                return Status::notFound("node: unknown node '" + *only + "'");
+                              return jsonResponse(200, json{{"gpus", std::move(out)}});
+                            }));
   if (!added.isOk()) return added;
 
   added = router.add(

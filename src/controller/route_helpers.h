@@ -14,6 +14,7 @@
 #include "controller/job_service.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
+#include "controller/telemetry_history.h"
 #include "net/http.h"
 #include "net/router.h"
 #include "store/store.h"
@@ -32,6 +33,7 @@ struct Context {
   std::function<double(const std::string&)> user_usage;   // may be empty (ApiRouteOptions)
   std::function<double(const std::string&)> group_usage;  // may be empty
   int64_t usage_half_life_s = 0;
+  TelemetryHistory* telemetry = nullptr;  // null: no telemetry (empty histories)
 };
 
 using Body = std::function<Result<net::Response>(const Caller&, const net::Request&)>;
@@ -54,5 +56,6 @@ net::Response jsonResponse(int status, const nlohmann::json& body);
 Status addJobRoutes(net::Router& router, const Context& ctx);
 Status addNodeRoutes(net::Router& router, const Context& ctx);
 Status addCatalogRoutes(net::Router& router, const Context& ctx);
+Status addTelemetryRoutes(net::Router& router, const Context& ctx);
 
 }  // namespace gpool::controller::routes

@@ -29,6 +29,7 @@
 #include "controller/node_registry.h"
 #include "controller/raw_http.h"
 #include "controller/scheduling_loop.h"
+#include "controller/telemetry_history.h"
 #include "net/client.h"
 #include "net/server.h"
 
@@ -204,9 +205,12 @@ class AgentLinkTest : public ::testing::Test {
     loop_ =
         std::make_unique<SchedulingLoop>(*store_, *registry_, *link_, realClock(), LoopOptions{});
     link_->attach(*loop_);
+    link_->attachTelemetry(telemetry_);
     service_ = std::make_unique<JobService>(*store_, *registry_, realClock(), loop_.get());
     net::Router router;
-    ASSERT_TRUE(addApiRoutes(router, *store_, *service_, *registry_).isOk());
+    ApiRouteOptions api_options;
+    api_options.telemetry = &telemetry_;
+    ASSERT_TRUE(addApiRoutes(router, *store_, *service_, *registry_, api_options).isOk());
     ASSERT_TRUE(link_->addRoute(router).isOk());
     net::ServerOptions options_net;
     options_net.unix_socket_path = socket_;
@@ -259,8 +263,26 @@ class AgentLinkTest : public ::testing::Test {
     return false;
   }
 
+  json getJson(const std::string& target) {
+    auto r = http_->get(target);
+    if (!r.ok()) return json::object();
+    EXPECT_EQ(r->status, 200) << target << ": " << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+
+  // GET /v1/gpus as a map by UUID.
+  std::map<std::string, json> gpus() {
+    std::map<std::string, json> out;
+    json all = getJson("/v1/gpus");
+    EXPECT_TRUE(all.contains("gpus")) << all.dump();
+    for (const json& g : all["gpus"])
+      out[g["uuid"].get<std::string>()] = g;
+    return out;
+  }
+
   testing::TempDir dir_;
   std::string socket_ = dir_.path() + "/gpoold.sock";
+  TelemetryHistory telemetry_;
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<AgentLink> link_;
@@ -517,6 +539,194 @@ TEST_F(AgentLinkTest, OnlyRootAndTheControllersOwnUidMayConnect) {
   std::string other = testing::rawRequestAs(65534, socket_, upgrade);  // nobody
   EXPECT_EQ(other.rfind("HTTP/1.1 403", 0), 0u) << other;
   EXPECT_NE(other.find("uid 65534"), std::string::npos) << other;
+}
+
+}  // namespace
+}  // namespace gpool::controller
+
+namespace gpool::controller {
+namespace {
+
+json finding(const std::string& check, const std::string& gpu, bool unhealthy,
+             const std::string& message) {
+  return json{{"check", check},    {"severity", unhealthy ? "critical" : "warning"},
+              {"gpu_uuid", gpu},   {"pid", 0},
+              {"used_mib", 0},     {"unhealthy", unhealthy},
+              {"message", message}};
+}
+
+json gpuSample(const std::string& uuid, int index, int util, int mem_used,
+               json processes = json::array()) {
+  return json{{"uuid", uuid},
+              {"index", index},
+              {"utilization_pct", util},
+              {"memory_utilization_pct", 10},
+              {"memory_used_mib", mem_used},
+              {"memory_total_mib", 81920},
+              {"temperature_c", 61},
+              {"power_w", 250.5},
+              {"sm_clock_mhz", 1410},
+              {"memory_clock_mhz", 1593},
+              {"ecc_corrected", 0},
+              {"ecc_uncorrected", nullptr},
+              {"xid_errors", json::array()},
+              {"processes", std::move(processes)}};
+}
+
+TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
+  auto agent = helloAgent("n1");
+  // A job runs on one GPU before the GPUs go bad.
+  int64_t first = submit("sleep 100");
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto assign = agent->waitType("assign", from);
+  ASSERT_TRUE(assign.has_value());
+  int64_t epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+  agent->send("task_update", taskUpdate(first, epoch, "running"));
+  ASSERT_TRUE(waitJobState(first, "RUNNING"));
+
+  agent->send("health",
+              {{"findings",
+                json::array({finding("xid", "GPU-n1-0", true, "GPU 0: XID 79 (fell off the bus)"),
+                             finding("too_hot", "GPU-n1-1", true, "GPU 1 at 95 C"),
+                             finding("stray_process", "GPU-n1-1", false, "pid 7 on GPU 1")})},
+               {"time_us", 1}});
+  ASSERT_TRUE(agent->roundTrip());
+  auto g = gpus();
+  EXPECT_EQ(g["GPU-n1-0"]["health"], "unhealthy");
+  EXPECT_EQ(g["GPU-n1-0"]["state"], "unhealthy");
+  EXPECT_EQ(g["GPU-n1-0"]["health_reason"], "GPU 0: XID 79 (fell off the bus)");
+  EXPECT_EQ(g["GPU-n1-1"]["health_reason"], "GPU 1 at 95 C");  // the stray is no GPU fault
+  json node = getJson("/v1/nodes/n1");
+  ASSERT_EQ(node["gpus"].size(), 2u);
+  EXPECT_EQ(node["gpus"][0]["health"], "unhealthy");
+  EXPECT_EQ(node["gpus"][0]["health_reason"], "GPU 0: XID 79 (fell off the bus)");
+
+  // No new work lands on the node; the running job stays.
+  int64_t second = submit("echo hi");
+  from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  EXPECT_EQ(job(second)["state"], "PENDING");
+  EXPECT_EQ(job(first)["state"], "RUNNING");
+  ASSERT_TRUE(agent->roundTrip());
+  for (size_t i = from; i < agent->receivedCount(); ++i) {
+    auto m = agent->waitFor([](const json&) { return true; }, i);
+    ASSERT_TRUE(m.has_value());
+    EXPECT_NE((*m)["type"], "assign") << m->dump();
+  }
+
+  // A warning only degrades: the GPU stays schedulable.
+  agent->send("health", {{"findings", json::array({finding("ecc_corrected", "GPU-n1-1", false,
+                                                           "GPU 1: 5000 corrected ECC errors")})},
+                         {"time_us", 2}});
+  ASSERT_TRUE(agent->roundTrip());
+  g = gpus();
+  EXPECT_EQ(g["GPU-n1-0"]["health"], "healthy");
+  EXPECT_EQ(g["GPU-n1-0"]["health_reason"], "");
+  EXPECT_EQ(g["GPU-n1-1"]["health"], "degraded");
+  from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto placed = agent->waitFor(
+      [&](const json& m) {
+        return m.value("type", "") == "assign" && m["body"]["assignment"]["job_id"] == second;
+      },
+      from);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(job(second)["state"], "RUNNING");
+}
+
+TEST_F(AgentLinkTest, TelemetryShowsInGpusAndHistoriesAttributedToTheJob) {
+  auto agent = helloAgent("n1");
+  int64_t id = submit("sleep 100");
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto assign = agent->waitType("assign", from);
+  ASSERT_TRUE(assign.has_value());
+  int64_t epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+  std::string held = (*assign)["body"]["launch"]["gpus"][0].get<std::string>();
+  agent->send("task_update", taskUpdate(id, epoch, "running"));
+  ASSERT_TRUE(waitJobState(id, "RUNNING"));
+
+  std::string other = held == "GPU-n1-0" ? "GPU-n1-1" : "GPU-n1-0";
+  json tagged = json::array({{{"pid", 4242}, {"used_mib", 30000}, {"job_id", id}, {"task", 0}}});
+  agent->send(
+      "telemetry",
+      {{"taken_at_us", 1},
+       {"simulated", true},
+       {"gpus", json::array({gpuSample(held, 0, 87, 30500, tagged), gpuSample(other, 1, 0, 0)})}});
+  ASSERT_TRUE(agent->roundTrip());
+
+  auto g = gpus();
+  ASSERT_TRUE(g[held]["telemetry"].is_object()) << g[held].dump();
+  EXPECT_EQ(g[held]["telemetry"]["utilization_pct"], 87);
+  EXPECT_EQ(g[held]["telemetry"]["memory_used_mib"], 30500);
+  EXPECT_EQ(g[held]["telemetry"]["power_w"], 250.5);
+  EXPECT_EQ(g[held]["telemetry"]["processes"][0]["job_id"], id);
+  ASSERT_EQ(g[held]["tenants"].size(), 1u);
+  EXPECT_EQ(g[held]["tenants"][0]["job_id"], id);
+  EXPECT_EQ(g[held]["tenants"][0]["compute_milli"], 1000);
+  EXPECT_EQ(g[held]["tenants"][0]["user"], job(id)["user"]);
+  EXPECT_EQ(g[other]["tenants"], json::array());
+  EXPECT_EQ(g[other]["telemetry"]["utilization_pct"], 0);
+
+  json history = getJson("/v1/gpus/" + held + "/telemetry?resolution=1s");
+  EXPECT_EQ(history["node"], "n1");
+  EXPECT_EQ(history["simulated"], true);
+  ASSERT_EQ(history["points"].size(), 1u);
+  EXPECT_EQ(history["points"][0]["utilization_pct"], 87.0);
+
+  json jt = getJson("/v1/jobs/" + std::to_string(id) + "/telemetry?resolution=1s");
+  ASSERT_EQ(jt["tasks"].size(), 1u);
+  EXPECT_EQ(jt["tasks"][0]["gpus"], json::array({held}));
+  ASSERT_EQ(jt["tasks"][0]["points"].size(), 1u);
+  EXPECT_EQ(jt["tasks"][0]["points"][0]["memory_used_mib"], 30500.0);
+
+  // Minutes stored before a restart come from the store.
+  TimePoint minute = realClock().now() - std::chrono::minutes(30);
+  ASSERT_TRUE(store_->recordTelemetry({store::TelemetrySample{held, id, minute, 55, 1234, 60, 300}})
+                  .isOk());
+  json stored = getJson("/v1/gpus/" + held + "/telemetry?resolution=1m&since=1h");
+  ASSERT_GE(stored["points"].size(), 1u);
+  EXPECT_EQ(stored["points"][0]["utilization_pct"], 55.0);
+  EXPECT_EQ(stored["points"][0]["job_id"], id);
+  json stored_job = getJson("/v1/jobs/" + std::to_string(id) + "/telemetry?since=1h");
+  ASSERT_EQ(stored_job["stored_gpus"].size(), 1u);
+  EXPECT_EQ(stored_job["stored_gpus"][0]["uuid"], held);
+
+  // Bad queries name the parameter; unknown GPUs are 404.
+  auto bad = http_->get("/v1/gpus/" + held + "/telemetry?resolution=2s");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("resolution"), std::string::npos);
+  bad = http_->get("/v1/gpus/" + held + "/telemetry?since=yesterday");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("since"), std::string::npos);
+  bad = http_->get("/v1/gpus/GPU-nope/telemetry");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 404);
+  bad = http_->get("/v1/jobs/999999/telemetry");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 404);
+}
+
+TEST_F(AgentLinkTest, BadTelemetryAndHealthFramesAreAnsweredWithErrors) {
+  auto agent = helloAgent("n1");
+  size_t from = agent->receivedCount();
+  json g = gpuSample("GPU-n1-0", 0, 150, 0);
+  agent->send("telemetry", {{"gpus", json::array({g})}});
+  auto err = agent->waitType("error", from);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE((*err)["body"]["message"].get<std::string>().find("gpus[0].utilization_pct"),
+            std::string::npos)
+      << err->dump();
+  from = agent->receivedCount();
+  agent->send("health", {{"findings", json::array({{{"check", "xid"}, {"bogus", 1}}})}});
+  err = agent->waitType("error", from);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE((*err)["body"]["message"].get<std::string>().find("findings[0].bogus"),
+            std::string::npos)
+      << err->dump();
 }
 
 }  // namespace

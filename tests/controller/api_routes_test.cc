@@ -552,6 +552,8 @@ TEST_F(ApiTest, PermissionMatrix) {
       {Method::kGet, jobPath(shown, "/events"), "", 200, 403, 200, 200},
       // A pending job has no log yet (409) but the permission check comes first.
       {Method::kGet, jobPath(shown, "/log"), "", 409, 403, 409, 409},
+      {Method::kGet, jobPath(shown, "/telemetry"), "", 200, 403, 200, 200},
+      {Method::kGet, "/v1/gpus/GPU-gpu-01-0/telemetry", "", 200, 200, 200, 200},
       {Method::kPost, "/cancel", "", 200, 403, 200, 200, 1},
       {Method::kPost, "/requeue", "", 200, 403, 200, 200, 2},
       {Method::kPost, "/hold", "", 200, 403, 200, 200, 1},

@@ -24,7 +24,7 @@ json loadDocument() {
 
 // A small JSON Schema checker for the subset the document uses: $ref (local), type (a name or
 // a list of names), required, properties, additionalProperties (false or a schema), items,
-// enum. Appends "<pointer>: <problem>" to `errors`.
+// enum, oneOf (at least one alternative matches). Appends "<pointer>: <problem>" to `errors`.
 class SchemaChecker {
  public:
   explicit SchemaChecker(const json& document) : doc_(document) {}
@@ -38,6 +38,15 @@ class SchemaChecker {
         return;
       }
       return check(*target, value, at, errors);
+    }
+    if (schema.contains("oneOf")) {
+      for (const json& alternative : schema["oneOf"]) {
+        std::vector<std::string> none;
+        check(alternative, value, at, &none);
+        if (none.empty()) return;
+      }
+      errors->push_back(at + ": matches no alternative of oneOf: " + value.dump());
+      return;
     }
     if (schema.contains("type") && !typeMatches(schema["type"], value)) {
       errors->push_back(at + ": expected type " + schema["type"].dump() + ", got " +
@@ -188,6 +197,8 @@ std::string fillPath(const std::string& pattern, int64_t job_id) {
       out += std::to_string(job_id);
     } else if (name == "subject") {
       out += "group";
+    } else if (name == "uuid") {
+      out += "GPU-gpu-01-0";
     } else if (pattern.rfind("/v1/nodes/", 0) == 0) {
       out += "gpu-01";
     } else if (pattern.rfind("/v1/users/", 0) == 0) {

@@ -1,0 +1,194 @@
+// Telemetry history: GET /v1/gpus/{uuid}/telemetry and GET /v1/jobs/{id}/telemetry.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/units.h"
+#include "controller/route_helpers.h"
+#include "controller/telemetry_history.h"
+
+namespace gpool::controller::routes {
+
+namespace {
+
+using nlohmann::json;
+
+// The resolutions a client may ask for; 1s and 1m come from memory (1m falls back to the store
+// for minutes before the controller's start), 5m and 1h from the store.
+enum class Resolution { k1s, k1m, k5m, k1h };
+
+struct Query {
+  Resolution resolution = Resolution::k1m;
+  std::string name = "1m";
+  TimePoint since{};
+};
+
+Result<Query> parseQuery(const net::Request& req, TimePoint now) {
+  Query q;
+  if (auto r = req.queryParam("resolution")) {
+    if (*r == "1s") {
+      q.resolution = Resolution::k1s;
+    } else if (*r == "1m") {
+      q.resolution = Resolution::k1m;
+    } else if (*r == "5m") {
+      q.resolution = Resolution::k5m;
+    } else if (*r == "1h") {
+      q.resolution = Resolution::k1h;
+    } else {
+      return Status::invalidArgument("resolution: '" + *r + "' is not one of 1s, 1m, 5m, 1h");
+    }
+    q.name = *r;
+  }
+  // Defaults: what each resolution keeps (10 min, 1 h of minutes, a day, a week).
+  int64_t back_s = q.resolution == Resolution::k1s   ? 600
+                   : q.resolution == Resolution::k1m ? 3600
+                   : q.resolution == Resolution::k5m ? 24 * 3600
+                                                     : 7 * 24 * 3600;
+  q.since = now - std::chrono::seconds(back_s);
+  if (auto s = req.queryParam("since")) {
+    if (!s->empty() && s->find_first_not_of("0123456789") == std::string::npos) {
+      GPOOL_ASSIGN_OR_RETURN(int64_t secs, parseId(*s, "since"));
+      if (secs > 253'402'300'799) return Status::invalidArgument("since: out of range");
+      q.since = fromUnixSeconds(secs);
+    } else {
+      Result<int64_t> ago = parseDuration(*s);
+      if (!ago.ok()) {
+        return Status::invalidArgument("since: '" + *s +
+                                       "' is neither Unix seconds nor a duration ago such as "
+                                       "10m or 2h");
+      }
+      q.since = now - std::chrono::seconds(*ago);
+    }
+  }
+  return q;
+}
+
+json pointJson(const TelemetryPoint& p) {
+  return json{{"time_us", int64_t{p.at_s} * 1'000'000},
+              {"utilization_pct", p.utilization_pct},
+              {"memory_used_mib", p.memory_used_mib},
+              {"temperature_c", p.temperature_c},
+              {"power_w", p.power_w},
+              {"samples", p.samples}};
+}
+
+json storedJson(const store::TelemetrySample& s) {
+  json j{{"time_us", toUnixMicros(s.time)},
+         {"utilization_pct", s.util_percent},
+         {"memory_used_mib", s.memory_used_mib},
+         {"temperature_c", s.temperature_c},
+         {"power_w", s.power_w}};
+  if (s.job_id) j["job_id"] = *s.job_id;
+  return j;
+}
+
+store::TelemetryResolution storedResolution(Resolution r) {
+  return r == Resolution::k1m   ? store::TelemetryResolution::kRaw
+         : r == Resolution::k5m ? store::TelemetryResolution::kFiveMinutes
+                                : store::TelemetryResolution::kHourly;
+}
+
+}  // namespace
+
+Status addTelemetryRoutes(net::Router& router, const Context& ctx) {
+  Status added = router.add(
+      net::Method::kGet, "/v1/gpus/{uuid}/telemetry",
+      authed(ctx, {"since", "resolution"},
+             [ctx](const Caller&, const net::Request& req) -> Result<net::Response> {
+               std::string uuid = req.pathParam("uuid");
+               std::string node;
+               bool simulated = false;
+               for (const api::Node& n : ctx.registry->nodes()) {
+                 if (const api::Gpu* g = n.findGpu(uuid)) {
+                   node = n.name;
+                   simulated = g->simulated;
+                 }
+               }
+               if (node.empty()) return Status::notFound("uuid: no GPU '" + uuid + "' in the pool");
+               TimePoint now = ctx.clock->now();
+               GPOOL_ASSIGN_OR_RETURN(Query q, parseQuery(req, now));
+               json points = json::array();
+               std::vector<TelemetryPoint> memory;
+               if (ctx.telemetry && q.resolution != Resolution::k5m &&
+                   q.resolution != Resolution::k1h) {
+                 memory = ctx.telemetry->gpuHistory(uuid,
+                                                    q.resolution == Resolution::k1s
+                                                        ? HistoryResolution::kSecond
+                                                        : HistoryResolution::kMinute,
+                                                    q.since);
+               }
+               if (q.resolution != Resolution::k1s) {
+                 // Stored rows before the first minute held in memory (a restart emptied it).
+                 TimePoint until = memory.empty() ? now + std::chrono::minutes(1)
+                                                  : fromUnixSeconds(memory.front().at_s);
+                 GPOOL_ASSIGN_OR_RETURN(
+                     std::vector<store::TelemetrySample> stored,
+                     ctx.store->gpuTelemetry(uuid, storedResolution(q.resolution), q.since, until));
+                 for (const store::TelemetrySample& s : stored)
+                   points.push_back(storedJson(s));
+               }
+               for (const TelemetryPoint& p : memory)
+                 points.push_back(pointJson(p));
+               return jsonResponse(200, json{{"uuid", uuid},
+                                             {"node", node},
+                                             {"simulated", simulated},
+                                             {"resolution", q.name},
+                                             {"since_us", toUnixMicros(q.since)},
+                                             {"points", std::move(points)}});
+             }));
+  if (!added.isOk()) return added;
+
+  return router.add(
+      net::Method::kGet, "/v1/jobs/{id}/telemetry",
+      authed(ctx, {"since", "resolution"},
+             [ctx](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
+               // The owner, an admin of the job's group, or an admin (JobAction::kShow).
+               GPOOL_ASSIGN_OR_RETURN(api::Job job, ctx.jobs->show(caller, id));
+               (void)job;
+               TimePoint now = ctx.clock->now();
+               GPOOL_ASSIGN_OR_RETURN(Query q, parseQuery(req, now));
+               json tasks = json::array();
+               if (ctx.telemetry &&
+                   (q.resolution == Resolution::k1s || q.resolution == Resolution::k1m)) {
+                 for (const TaskHistory& t : ctx.telemetry->jobHistory(
+                          id,
+                          q.resolution == Resolution::k1s ? HistoryResolution::kSecond
+                                                          : HistoryResolution::kMinute,
+                          q.since)) {
+                   json points = json::array();
+                   for (const TelemetryPoint& p : t.points)
+                     points.push_back(pointJson(p));
+                   tasks.push_back(json{{"task", t.task},
+                                        {"node", t.node},
+                                        {"gpus", t.gpus},
+                                        {"points", std::move(points)}});
+                 }
+               }
+               // What the store kept: minutes of GPUs the job held alone (survives restarts).
+               json gpus = json::array();
+               if (q.resolution != Resolution::k1s) {
+                 GPOOL_ASSIGN_OR_RETURN(
+                     std::vector<store::TelemetrySample> stored,
+                     ctx.store->jobTelemetry(id, storedResolution(q.resolution), q.since,
+                                             now + std::chrono::minutes(1)));
+                 std::map<std::string, json> by_gpu;
+                 for (const store::TelemetrySample& s : stored) {
+                   json& points = by_gpu[s.gpu_uuid];
+                   if (points.is_null()) points = json::array();
+                   points.push_back(storedJson(s));
+                 }
+                 for (auto& [uuid, points] : by_gpu)
+                   gpus.push_back(json{{"uuid", uuid}, {"points", std::move(points)}});
+               }
+               return jsonResponse(200, json{{"job_id", id},
+                                             {"resolution", q.name},
+                                             {"since_us", toUnixMicros(q.since)},
+                                             {"tasks", std::move(tasks)},
+                                             {"stored_gpus", std::move(gpus)}});
+             }));
+}
+
+}  // namespace gpool::controller::routes
