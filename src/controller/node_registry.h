@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,6 +22,15 @@ namespace gpool::controller {
 struct NodeRegistryOptions {
   // A node without contact for this long goes DOWN (the protocol's `node_down_after`).
   Micros down_after{std::chrono::seconds(90)};
+};
+
+// One change of a node, for live updates: `change` is "registered", "down", "drain" or
+// "resume"; `state` and `reason` are the node's registry state after it (api::nodeStateName).
+struct NodeChange {
+  std::string node;
+  std::string change;
+  std::string state;
+  std::string reason;
 };
 
 // Thread-safety: all methods may be called from any thread (one mutex).
@@ -54,10 +64,16 @@ class NodeRegistry {
   int64_t nodeEpoch(const std::string& name) const;
 
   std::vector<api::Node> nodes() const;  // ordered by name
+
+  // Called after each change is stored (registerNode, a node going DOWN, drain, resume), on the
+  // changing thread and outside the registry's lock; must return quickly. Set it before
+  // concurrent use; an empty function removes it.
+  void setChangeListener(std::function<void(const NodeChange&)> listener);
   Result<api::Node> node(const std::string& name) const;
 
  private:
   Status saveLocked(const api::Node& node);
+  void notify(const std::vector<NodeChange>& changes);
 
   store::Store& store_;
   Clock& clock_;
@@ -65,6 +81,7 @@ class NodeRegistry {
   mutable std::mutex mu_;
   std::map<std::string, api::Node> nodes_;
   std::map<std::string, int64_t> epochs_;
+  std::function<void(const NodeChange&)> listener_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace gpool::controller
