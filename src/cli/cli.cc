@@ -8,6 +8,7 @@
 
 #include "cli/client_commands.h"
 #include "cli/up_command.h"
+#include "cli/watch_command.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
 
@@ -37,6 +38,7 @@ int runCli(const std::vector<std::string>& args) {
   registerClientCommands(app, global);
   sim::registerSimCommands(app);
   registerUpCommands(app);
+  registerWatchCommands(app, global);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {
