@@ -5,7 +5,7 @@ _gpool() {
   COMPREPLY=()
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="submit queue show cancel nodes up down sim version"
+  local commands="submit queue show cancel nodes watch up down sim version"
   local global="--socket --json --help --version"
   cmd=""
   for ((i = 1; i < COMP_CWORD; i++)); do
@@ -46,6 +46,7 @@ _gpool() {
     show) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
     cancel) COMPREPLY=($(compgen -W "--mine --help $global" -- "$cur")) ;;
     nodes) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+    watch) COMPREPLY=($(compgen -W "--topics --after --count --help $global" -- "$cur")) ;;
     *) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac
 }
