@@ -42,7 +42,7 @@ _gpool() {
           COMPREPLY=($(compgen -W "PD R CG CD F CA TO PR NF OOM all" -- "$cur")); return ;;
         -u|--user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
       esac
-      COMPREPLY=($(compgen -W "--user --state --all --help $global" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--user --state --all --watch --help $global" -- "$cur")) ;;
     show) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
     cancel) COMPREPLY=($(compgen -W "--mine --help $global" -- "$cur")) ;;
     nodes) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
