@@ -5,7 +5,7 @@ _gpool() {
   COMPREPLY=()
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="submit run alloc logs shell queue show cancel nodes top up down sim version"
+  local commands="submit run alloc logs shell queue show cancel nodes top watch up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
   commands+=" user group quota qos drain resume usage account config"
   local global="--socket --json --help --version"
@@ -46,7 +46,7 @@ _gpool() {
           COMPREPLY=($(compgen -W "PD R CG CD F CA TO PR NF OOM all" -- "$cur")); return ;;
         -u|--user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
       esac
-      COMPREPLY=($(compgen -W "--user --state --all --help $global" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--user --state --all --watch --help $global" -- "$cur")) ;;
     show) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
     logs)
       [[ "$prev" == "--task" ]] && return
@@ -138,6 +138,7 @@ _gpool() {
            fi ;;
       esac ;;
     top) COMPREPLY=($(compgen -W "--interval --once --help $global" -- "$cur")) ;;
+    watch) COMPREPLY=($(compgen -W "--topics --after --count --help $global" -- "$cur")) ;;
     *) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac
 }

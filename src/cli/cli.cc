@@ -10,6 +10,7 @@
 #include "cli/client_commands.h"
 #include "cli/top_command.h"
 #include "cli/up_command.h"
+#include "cli/watch_command.h"
 #include "common/status.h"
 #include "sim/sim_command.h"
 
@@ -41,6 +42,7 @@ int runCli(const std::vector<std::string>& args) {
   registerTopCommand(app, global);
   sim::registerSimCommands(app);
   registerUpCommands(app);
+  registerWatchCommands(app, global);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {

@@ -4,13 +4,18 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -157,7 +162,44 @@ struct QueueArgs {
   std::string user;
   std::vector<std::string> states;
   bool all = false;
+  bool watch = false;
 };
+
+// --watch: calls `draw` now and again after every job event from GET /v1/watch (at most every
+// 200 ms), or every 2 s when the live route cannot be reached (an older gpoold). Runs until
+// interrupted or `draw` fails.
+Status watchLoop(const GlobalOptions& global, const std::function<Status()>& draw) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool changed = false;
+  bool live = false;
+  net::WebSocketClientOptions o;
+  o.endpoint = net::ClientEndpoint::unixSocket(global.socket);
+  o.target = "/v1/watch?topics=jobs";
+  o.initial_backoff = std::chrono::milliseconds(1000);
+  o.max_backoff = std::chrono::milliseconds(10'000);
+  o.on_message = [&](std::string text) {
+    std::lock_guard lock(mu);
+    if (text.find("\"last_event\"") != std::string::npos) live = true;
+    changed = true;
+    cv.notify_all();
+  };
+  o.on_disconnect = [&](const Status&) {
+    std::lock_guard lock(mu);
+    live = false;
+  };
+  net::WebSocketClient client(o);
+  client.start();
+  while (true) {
+    GPOOL_RETURN_IF_ERROR(draw());
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, live ? std::chrono::seconds(30) : std::chrono::seconds(2),
+                [&] { return changed; });
+    changed = false;
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // coalesce bursts
+  }
+}
 
 Status runQueue(const GlobalOptions& global, const QueueArgs& a) {
   if (a.all && !a.user.empty()) {
@@ -188,14 +230,19 @@ Status runQueue(const GlobalOptions& global, const QueueArgs& a) {
   if (!every_state) query += states.empty() ? activeStatesQuery() : states;
 
   ApiClient api(global.socket);
-  std::vector<json> raw;
-  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, listAll(api, query, &raw));
-  if (global.json) {
-    printJson(json{{"jobs", raw}});
+  auto draw = [&]() -> Status {
+    std::vector<json> raw;
+    GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, listAll(api, query, &raw));
+    if (global.json) {
+      printJson(json{{"jobs", raw}});
+      return Status::ok();
+    }
+    if (a.watch) std::cout << "\033[H\033[2J";  // redraw from the top of a cleared screen
+    std::cout << formatQueue(jobs, now()) << std::flush;
     return Status::ok();
-  }
-  std::cout << formatQueue(jobs, now());
-  return Status::ok();
+  };
+  if (!a.watch) return draw();
+  return watchLoop(global, draw);
 }
 
 // ---------------------------------------------------------------- show
@@ -459,6 +506,8 @@ void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   queue->add_flag("-a,--all", queue_args->all,
                   "every user's jobs (as far as your role lets you see them)");
+  queue->add_flag("-w,--watch", queue_args->watch,
+                  "redraw on every job event until Ctrl-C (polls every 2 s without live updates)");
   queue->footer(footer);
   queue->callback(reporting([global, queue_args] { return runQueue(*global, *queue_args); }));
 

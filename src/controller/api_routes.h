@@ -2,6 +2,8 @@
 
 #include <functional>
 
+#include <nlohmann/json.hpp>
+
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
@@ -54,6 +56,11 @@ struct ApiRouteOptions {
   // outlive the server.
   TelemetryHistory* telemetry = nullptr;
 };
+
+// The body of GET /v1/summary: nodes, GPUs and jobs by state (node states derived from what
+// runs, as in /v1/nodes). Reads the store (running jobs, job counts); shared with the live
+// feed's summary topic.
+Result<nlohmann::json> poolSummary(store::Store& store, const NodeRegistry& registry);
 
 // Adds the routes; every referenced object must outlive the server.
 Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,

@@ -3,7 +3,8 @@
 // on its own thread and stops cleanly on SIGTERM or SIGINT. docs/controller.md.
 //
 // With `controller.socket` set it serves, on that Unix socket, the REST API (api_routes.h) and
-// the agents' WebSocket `/v1/agent` (agent_link.h); without it no agent can connect and the
+// the agents' WebSocket `/v1/agent` (agent_link.h) and the clients' live updates `/v1/watch`
+// (live_feed.h); without it no agent can connect and the
 // assignments wait in the store for one.
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include "controller/api_routes.h"
 #include "controller/controller_config.h"
 #include "controller/job_service.h"
+#include "controller/live_feed.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
 #include "logging/logging.h"
@@ -108,6 +110,8 @@ int run(const std::string& config_path, bool once) {
               << " nodes=" << registry.nodes().size() << std::endl;
     return 0;
   }
+  // Declared before the server, so that it outlives the server's callbacks into its hub.
+  LiveFeed feed(**store, registry);
   std::unique_ptr<net::Server> server;
   if (!settings->socket.empty()) {
     net::Router router;
@@ -122,6 +126,14 @@ int run(const std::string& config_path, bool once) {
     }
     if (Status s = gateway.addRoute(router); !s.isOk()) {
       spdlog::error("cannot set up the agent route: {}", s.toString());
+      return 1;
+    }
+    if (Status s = feed.addRoute(router); !s.isOk()) {
+      spdlog::error("cannot set up the watch route: {}", s.toString());
+      return 1;
+    }
+    if (Status s = feed.start(); !s.isOk()) {
+      spdlog::error("cannot start the live feed: {}", s.toString());
       return 1;
     }
     net::ServerOptions server_options;
@@ -144,6 +156,7 @@ int run(const std::string& config_path, bool once) {
   if (server) server->stop();
   scheduler.request_stop();
   scheduler.join();
+  feed.stop();
   spdlog::info("gpoold stopped");
   return 0;
 }

@@ -51,9 +51,32 @@ Status NodeRegistry::saveLocked(const api::Node& node) {
   return store::saveApiNode(store_, node);
 }
 
+namespace {
+NodeChange changeOf(const api::Node& node, std::string change) {
+  return NodeChange{node.name, std::move(change), std::string(api::nodeStateName(node.state)),
+                    node.state_reason};
+}
+}  // namespace
+
+void NodeRegistry::setChangeListener(std::function<void(const NodeChange&)> listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+}
+
+void NodeRegistry::notify(const std::vector<NodeChange>& changes) {
+  std::function<void(const NodeChange&)> listener;
+  {
+    std::lock_guard lock(mu_);
+    listener = listener_;
+  }
+  if (!listener) return;
+  for (const NodeChange& c : changes)
+    listener(c);
+}
+
 Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   GPOOL_RETURN_IF_ERROR(api::validateNodeName(node.name));
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   TimePoint now = clock_.now();
   auto it = nodes_.find(node.name);
   // An admin's drain survives the agent reconnecting; a lost node comes back IDLE.
@@ -69,9 +92,13 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   GPOOL_RETURN_IF_ERROR(saveLocked(node));
   int64_t& epoch = epochs_[node.name];
   epoch = std::max(epoch + 1, toUnixMicros(now));
+  int64_t result = epoch;
+  std::vector<NodeChange> changes{changeOf(node, "registered")};
   nodes_[node.name] = std::move(node);
   summariseLocked();
-  return epoch;
+  lock.unlock();
+  notify(changes);
+  return result;
 }
 
 Status NodeRegistry::heartbeat(const std::string& name) {
@@ -88,7 +115,8 @@ Status NodeRegistry::heartbeat(const std::string& name) {
 }
 
 Result<std::vector<std::string>> NodeRegistry::expireSilent() {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  std::vector<NodeChange> changes;
   TimePoint now = clock_.now();
   std::vector<std::string> lost;
   for (auto& [name, node] : nodes_) {
@@ -99,9 +127,12 @@ Result<std::vector<std::string>> NodeRegistry::expireSilent() {
     down.state = api::NodeState::kDown;
     down.state_reason = "Not responding";
     GPOOL_RETURN_IF_ERROR(saveLocked(down));
+    changes.push_back(changeOf(down, "down"));
     node = std::move(down);
     lost.push_back(name);
   }
+  lock.unlock();
+  notify(changes);
   return lost;
 }
 
@@ -124,19 +155,22 @@ Result<bool> NodeRegistry::setGpuHealth(
 }
 
 Status NodeRegistry::drain(const std::string& name, const std::string& reason) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::notFound("drain: unknown node '" + name + "'");
   api::Node changed = it->second;
   changed.state = api::NodeState::kDraining;
   changed.state_reason = reason;
   GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  std::vector<NodeChange> changes{changeOf(changed, "drain")};
   it->second = std::move(changed);
+  lock.unlock();
+  notify(changes);
   return Status::ok();
 }
 
 Status NodeRegistry::resume(const std::string& name) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::notFound("resume: unknown node '" + name + "'");
   if (it->second.state == api::NodeState::kDown) {
@@ -148,7 +182,10 @@ Status NodeRegistry::resume(const std::string& name) {
   changed.state = api::NodeState::kIdle;
   changed.state_reason.clear();
   GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  std::vector<NodeChange> changes{changeOf(changed, "resume")};
   it->second = std::move(changed);
+  lock.unlock();
+  notify(changes);
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,15 @@ struct PoolSummary {
   api::ComputeCapability max_compute_capability;
   std::set<std::string> gpu_models;
   std::set<std::pair<std::string, std::string>> labels;  // every (key, value) some node has
+};
+
+// One change of a node, for live updates: `change` is "registered", "down", "drain" or
+// "resume"; `state` and `reason` are the node's registry state after it (api::nodeStateName).
+struct NodeChange {
+  std::string node;
+  std::string change;
+  std::string state;
+  std::string reason;
 };
 
 // Thread-safety: all methods may be called from any thread (one mutex).
@@ -81,11 +91,17 @@ class NodeRegistry {
   // The current summary, recomputed on each registration: a submission reads it without
   // copying every node. Never null; the snapshot stays valid after later changes.
   std::shared_ptr<const PoolSummary> poolSummary() const;
+
+  // Called after each change is stored (registerNode, a node going DOWN, drain, resume), on the
+  // changing thread and outside the registry's lock; must return quickly. Set it before
+  // concurrent use; an empty function removes it.
+  void setChangeListener(std::function<void(const NodeChange&)> listener);
   Result<api::Node> node(const std::string& name) const;
 
  private:
   Status saveLocked(const api::Node& node);
   void summariseLocked();
+  void notify(const std::vector<NodeChange>& changes);
 
   store::Store& store_;
   Clock& clock_;
@@ -94,6 +110,7 @@ class NodeRegistry {
   std::map<std::string, api::Node> nodes_;
   std::map<std::string, int64_t> epochs_;
   std::shared_ptr<const PoolSummary> summary_ = std::make_shared<PoolSummary>();
+  std::function<void(const NodeChange&)> listener_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace gpool::controller

@@ -10,6 +10,7 @@
 #include "api/job.h"
 #include "api/json_reader.h"
 #include "api/node.h"
+#include "controller/api_routes.h"
 #include "controller/route_helpers.h"
 #include "store/api_codec.h"
 
@@ -246,41 +247,53 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
       net::Method::kGet, "/v1/summary",
       authed(ctx, {},
              [&registry, &store](const Caller&, const net::Request&) -> Result<net::Response> {
-               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
-               GPOOL_ASSIGN_OR_RETURN(auto job_counts, store.countJobsByState());
-               json nodes_by_state = json::object();
-               json gpus_by_state = json::object();
-               int64_t node_total = 0;
-               int64_t gpu_total = 0;
-               uint64_t allocated_milli = 0;
-               for (const api::Node& registered : registry.nodes()) {
-                 api::Node node = withDerivedState(registered, use);
-                 ++node_total;
-                 std::string state(api::nodeStateName(node.state));
-                 nodes_by_state[state] = nodes_by_state.value(state, 0) + 1;
-                 for (const api::Gpu& gpu : node.gpus) {
-                   ++gpu_total;
-                   uint64_t used = std::min<uint64_t>(use.gpu_milli[gpu.uuid], 1000);
-                   allocated_milli += used;
-                   std::string g = gpuState(node, gpu, used);
-                   gpus_by_state[g] = gpus_by_state.value(g, 0) + 1;
-                 }
-               }
-               json jobs_by_state = json::object();
-               int64_t job_total = 0;
-               for (const auto& [state, count] : job_counts) {
-                 jobs_by_state[state] = count;
-                 job_total += count;
-               }
-               json out{{"nodes", {{"total", node_total}, {"by_state", nodes_by_state}}},
-                        {"gpus",
-                         {{"total", gpu_total},
-                          {"allocated_milli", allocated_milli},
-                          {"by_state", gpus_by_state}}},
-                        {"jobs", {{"total", job_total}, {"by_state", jobs_by_state}}}};
+               GPOOL_ASSIGN_OR_RETURN(json out, poolSummary(store, registry));
                return jsonResponse(200, out);
              }));
   return added;
 }
 
 }  // namespace gpool::controller::routes
+
+namespace gpool::controller {
+
+Result<nlohmann::json> poolSummary(store::Store& store, const NodeRegistry& registry) {
+  using nlohmann::json;
+  using routes::gpuState;
+  using routes::poolUse;
+  using routes::PoolUse;
+  using routes::withDerivedState;
+  GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+  GPOOL_ASSIGN_OR_RETURN(auto job_counts, store.countJobsByState());
+  json nodes_by_state = json::object();
+  json gpus_by_state = json::object();
+  int64_t node_total = 0;
+  int64_t gpu_total = 0;
+  uint64_t allocated_milli = 0;
+  for (const api::Node& registered : registry.nodes()) {
+    api::Node node = withDerivedState(registered, use);
+    ++node_total;
+    std::string state(api::nodeStateName(node.state));
+    nodes_by_state[state] = nodes_by_state.value(state, 0) + 1;
+    for (const api::Gpu& gpu : node.gpus) {
+      ++gpu_total;
+      uint64_t used = std::min<uint64_t>(use.gpu_milli[gpu.uuid], 1000);
+      allocated_milli += used;
+      std::string g = gpuState(node, gpu, used);
+      gpus_by_state[g] = gpus_by_state.value(g, 0) + 1;
+    }
+  }
+  json jobs_by_state = json::object();
+  int64_t job_total = 0;
+  for (const auto& [state, count] : job_counts) {
+    jobs_by_state[state] = count;
+    job_total += count;
+  }
+  return json{
+      {"nodes", {{"total", node_total}, {"by_state", nodes_by_state}}},
+      {"gpus",
+       {{"total", gpu_total}, {"allocated_milli", allocated_milli}, {"by_state", gpus_by_state}}},
+      {"jobs", {{"total", job_total}, {"by_state", jobs_by_state}}}};
+}
+
+}  // namespace gpool::controller

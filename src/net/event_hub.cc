@@ -69,16 +69,7 @@ void EventHub::onMessage(const WebSocketConnectionPtr& conn, const std::string& 
     }
   }
   // Acknowledge with the resulting set, so a client knows from when on it receives a topic.
-  nlohmann::json ack = nlohmann::json::array();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = subscribers_.find(conn->id());
-    if (it != subscribers_.end()) {
-      for (const std::string& t : it->second.topics)
-        ack.push_back(t);
-    }
-  }
-  conn->send(nlohmann::json{{"subscribed", ack}}.dump());
+  conn->send(nlohmann::json{{"subscribed", topicsOf(conn->id())}}.dump());
 }
 
 void EventHub::subscribe(const WebSocketConnectionPtr& conn,
@@ -87,6 +78,33 @@ void EventHub::subscribe(const WebSocketConnectionPtr& conn,
   Subscriber& s = subscribers_[conn->id()];
   s.conn = conn;
   s.topics.insert(topics.begin(), topics.end());
+}
+
+bool EventHub::subscribeExisting(uint64_t conn_id, const std::vector<std::string>& topics) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = subscribers_.find(conn_id);
+  if (it == subscribers_.end()) return false;
+  it->second.topics.insert(topics.begin(), topics.end());
+  return true;
+}
+
+void EventHub::setFilter(const WebSocketConnectionPtr& conn, Filter filter) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Subscriber& s = subscribers_[conn->id()];
+  s.conn = conn;
+  s.filter = std::move(filter);
+}
+
+std::vector<std::string> EventHub::topicsOf(uint64_t conn_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = subscribers_.find(conn_id);
+  if (it == subscribers_.end()) return {};
+  return {it->second.topics.begin(), it->second.topics.end()};
+}
+
+std::string EventHub::message(std::string_view topic, std::string_view data_json) {
+  return "{\"topic\":" + nlohmann::json(std::string(topic)).dump() +
+         ",\"data\":" + std::string(data_json) + "}";
 }
 
 void EventHub::unsubscribe(uint64_t conn_id, const std::vector<std::string>& topics) {
@@ -102,14 +120,17 @@ void EventHub::remove(uint64_t conn_id) {
   subscribers_.erase(conn_id);
 }
 
-size_t EventHub::publish(std::string_view topic, std::string_view data_json) {
-  std::string message = "{\"topic\":" + nlohmann::json(std::string(topic)).dump() +
-                        ",\"data\":" + std::string(data_json) + "}";
+size_t EventHub::publish(std::string_view topic, std::string_view data_json,
+                         std::string_view scope) {
+  std::string text = message(topic, data_json);
   std::vector<WebSocketConnectionPtr> targets;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    const std::string key(topic);
     for (const auto& [id, s] : subscribers_) {
-      if (s.topics.count(std::string(topic)) || s.topics.count("*")) targets.push_back(s.conn);
+      if (!s.topics.count(key) && !s.topics.count("*")) continue;
+      if (s.filter && !s.filter(topic, scope)) continue;
+      targets.push_back(s.conn);
     }
   }
   // Sending outside the lock: `send` may close the connection, whose on_close re-enters the
@@ -117,7 +138,7 @@ size_t EventHub::publish(std::string_view topic, std::string_view data_json) {
   size_t delivered = 0;
   std::vector<uint64_t> failed;
   for (const WebSocketConnectionPtr& c : targets) {
-    if (c->send(message)) {
+    if (c->send(text)) {
       ++delivered;
     } else {
       failed.push_back(c->id());

@@ -175,6 +175,13 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
 
 namespace {
 
+// WebSocket connection ids are process-wide, not per server, so that one EventHub (keyed by
+// id) can serve connections of several servers.
+uint64_t nextWebSocketId() {
+  static std::atomic<uint64_t> next{0};
+  return next.fetch_add(1) + 1;
+}
+
 void fillRequest(const http::request<http::string_body>& msg, Request* req) {
   req->method_name = std::string(msg.method_string());
   req->method = methodFromName(req->method_name);
@@ -597,7 +604,8 @@ asio::awaitable<void> Server::Impl::runWebSocket(std::shared_ptr<SessionControl>
                                                  Request req, const Router::Route* route) {
   beast::get_lowest_layer(stream).expires_never();
   auto conn = std::make_shared<WsConnection<Stream>>(std::move(stream), std::move(req),
-                                                     ws_counter_.fetch_add(1) + 1, options_);
+                                                     nextWebSocketId(), options_);
+  ws_counter_.fetch_add(1);
   auto& ws = conn->ws_;
   websocket::stream_base::timeout t{};
   t.handshake_timeout = options_.read_timeout;

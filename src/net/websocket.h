@@ -36,7 +36,7 @@ class WebSocketConnection {
   virtual void close(uint16_t code, std::string reason) = 0;
   // The upgrade request (path, query, headers, authenticated peer). Its body is empty.
   virtual const Request& request() const = 0;
-  // Unique per server process.
+  // Unique within the process, across servers (one EventHub may serve several servers).
   virtual uint64_t id() const = 0;
   // Messages queued but not yet written to the socket.
   virtual size_t queuedMessages() const = 0;

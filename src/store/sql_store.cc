@@ -317,6 +317,13 @@ Result<SqlRows> Txn::query(std::string_view sql, const std::vector<SqlParam>& pa
   return conn_.query(sql, params);
 }
 
+Status Txn::lockJobEvents() {
+  if (conn_.dialect() != Dialect::kPostgres) return Status::ok();
+  // Released by COMMIT/ROLLBACK. Taken before the transaction touches any row, so it cannot
+  // deadlock against row locks.
+  return conn_.query("SELECT pg_advisory_xact_lock(4711002)", {}).status();
+}
+
 SqlStore::SqlStore(Dialect dialect, ConnectionPool::Factory factory, size_t pool_size,
                    bool group_commit)
     : dialect_(dialect), group_commit_(group_commit), pool_(std::move(factory), pool_size) {}
@@ -501,7 +508,7 @@ Result<std::vector<int64_t>> SqlStore::submitJobs(const std::vector<NewJob>& job
     if (j.user.empty()) return Status::invalidArgument("submitJobs: job without a user");
   }
   std::vector<int64_t> ids;
-  Status txn_status = transact(true, [&](Txn& tx) -> Status {
+  Status txn_status = transactJobs([&](Txn& tx) -> Status {
     ids.clear();
     for (const NewJob& j : jobs) {
       SqlParam parent = sqlOpt(j.array_parent);
@@ -602,7 +609,7 @@ Result<std::vector<JobEvent>> SqlStore::jobEvents(int64_t job_id) {
     events.clear();
     for (const auto& r : rows) {
       events.push_back(JobEvent{r.integer(0), r.integer(1), fromUnixMicros(r.integer(2)), r.text(3),
-                                r.text(4), r.text(5)});
+                                r.text(4), r.text(5), "", "", ""});
     }
     if (events.empty()) {
       GPOOL_ASSIGN_OR_RETURN(auto job, loadJob(tx, job_id));
@@ -612,6 +619,66 @@ Result<std::vector<JobEvent>> SqlStore::jobEvents(int64_t job_id) {
   });
   if (!txn_status.isOk()) return txn_status;
   return events;
+}
+
+Status SqlStore::transactJobs(const std::function<Status(Txn&)>& fn) {
+  Status s = transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.lockJobEvents());
+    return fn(tx);
+  });
+  if (s.isOk()) {
+    std::shared_ptr<const std::function<void()>> listener;
+    {
+      std::lock_guard lock(listener_mu_);
+      listener = listener_;
+    }
+    if (listener) (*listener)();
+  }
+  return s;
+}
+
+void SqlStore::setJobEventListener(std::function<void()> listener) {
+  std::lock_guard lock(listener_mu_);
+  if (listener) {
+    listener_ = std::make_shared<const std::function<void()>>(std::move(listener));
+  } else {
+    listener_.reset();
+  }
+}
+
+Result<std::vector<JobEvent>> SqlStore::jobEventsAfter(int64_t after_seq, int32_t limit) {
+  if (limit < 1 || limit > kMaxPageSize) {
+    return Status::invalidArgument("limit must be in 1.." + std::to_string(kMaxPageSize) +
+                                   ", not " + std::to_string(limit));
+  }
+  std::vector<JobEvent> events;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("SELECT e.seq, e.job_id, e.time, e.from_state, e.to_state, e.reason, "
+                 "j.user_name, j.group_name, j.placement_json FROM job_events e "
+                 "JOIN jobs j ON j.id = e.job_id WHERE e.seq > $1 ORDER BY e.seq LIMIT $2",
+                 {after_seq, int64_t{limit}}));
+    events.clear();
+    for (const auto& r : rows) {
+      events.push_back(JobEvent{r.integer(0), r.integer(1), fromUnixMicros(r.integer(2)), r.text(3),
+                                r.text(4), r.text(5), r.text(6), r.text(7), r.text(8)});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return events;
+}
+
+Result<int64_t> SqlStore::lastJobEventSeq() {
+  int64_t last = 0;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT COALESCE(MAX(seq), 0) FROM job_events", {}));
+    last = rows.empty() ? 0 : rows[0].integer(0);
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return last;
 }
 
 Status SqlStore::changeJobState(Txn& tx, int64_t job_id,
@@ -643,7 +710,7 @@ Status SqlStore::changeJobState(Txn& tx, int64_t job_id,
 Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& placement_json,
                                           TimePoint now, const std::string& reason) {
   int64_t epoch = 0;
-  Status txn_status = transact(true, [&](Txn& tx) -> Status {
+  Status txn_status = transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
     GPOOL_RETURN_IF_ERROR(
         changeJobState(tx, job_id, {kStatePending}, kStateRunning, now, reason, &before));
@@ -668,7 +735,7 @@ Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& pla
 }
 
 Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint now) {
-  return transact(true, [&](Txn& tx) -> Status {
+  return transactJobs([&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
     if (job.state != kStateRunning) {
       return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + job.state +
@@ -733,7 +800,7 @@ Status SqlStore::recordEnd(int64_t job_id, const std::string& end_state,
   if (!isTerminal(end_state)) {
     return Status::invalidArgument("recordEnd: '" + end_state + "' is not a terminal job state");
   }
-  return transact(true, [&](Txn& tx) -> Status {
+  return transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
     GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {kStatePending, kStateRunning, "COMPLETING"},
                                          end_state, now, reason, &before));
@@ -745,7 +812,7 @@ Status SqlStore::recordEnd(int64_t job_id, const std::string& end_state,
 
 Status SqlStore::recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                                   const std::string& reason) {
-  return transact(true, [&](Txn& tx) -> Status {
+  return transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
     GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {kStateRunning, "COMPLETING"}, "PREEMPTED",
                                          now, reason, &before));
@@ -764,7 +831,7 @@ Status SqlStore::transitionJob(const JobTransition& t) {
   if (t.to_state.empty() || t.from_states.empty()) {
     return Status::invalidArgument("transitionJob needs from_states and to_state");
   }
-  return transact(true, [&](Txn& tx) -> Status {
+  return transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
     GPOOL_RETURN_IF_ERROR(
         changeJobState(tx, t.job_id, t.from_states, t.to_state, t.time, t.reason, &before));
@@ -789,7 +856,7 @@ Status SqlStore::setJobHold(int64_t job_id, const std::string& hold, TimePoint n
     return Status::invalidArgument("setJobHold: hold must be empty, user or admin, not '" + hold +
                                    "'");
   }
-  return transact(true, [&](Txn& tx) -> Status {
+  return transactJobs([&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(auto rows,
                            tx.query("UPDATE jobs SET hold = $1, reason = $2 WHERE id = $3 AND "
                                     "state = $4 RETURNING id",
@@ -804,7 +871,7 @@ Status SqlStore::setJobHold(int64_t job_id, const std::string& hold, TimePoint n
 }
 
 Status SqlStore::updateJob(const JobUpdate& u) {
-  return transact(true, [&](Txn& tx) -> Status {
+  return transactJobs([&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(
         auto rows,
         tx.query("UPDATE jobs SET spec_json = $1, priority = $2 WHERE id = $3 "

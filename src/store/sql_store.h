@@ -65,6 +65,10 @@ class Txn {
     return r.ok() ? Status::ok() : r.status();
   }
   Dialect dialect() const { return conn_.dialect(); }
+  // PostgreSQL: takes the transaction-scoped lock that serialises transactions writing job
+  // events, so that event seqs commit in increasing order (JobEvent::seq). Not counted by
+  // failStatementForTest. SQLite: nothing (one writer already).
+  Status lockJobEvents();
 
  private:
   SqlConnection& conn_;
@@ -94,6 +98,9 @@ class SqlStore : public Store {
   Result<JobRecord> getJob(int64_t id) override;
   Result<JobPage> listJobs(const JobFilter& filter) override;
   Result<std::vector<JobEvent>> jobEvents(int64_t job_id) override;
+  Result<std::vector<JobEvent>> jobEventsAfter(int64_t after_seq, int32_t limit) override;
+  Result<int64_t> lastJobEventSeq() override;
+  void setJobEventListener(std::function<void()> listener) override;
   Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json, TimePoint now,
                                   const std::string& reason) override;
   Status recordStart(int64_t job_id, int64_t epoch, TimePoint now) override;
@@ -158,6 +165,9 @@ class SqlStore : public Store {
   Status migrate();
 
  private:
+  // A write transaction that writes job events: lockJobEvents first, the listener after a
+  // successful commit.
+  Status transactJobs(const std::function<Status(Txn&)>& fn);
   Status changeJobState(Txn& tx, int64_t job_id, const std::vector<std::string>& from_states,
                         const std::string& to_state, TimePoint now, const std::string& reason,
                         JobRecord* before);
@@ -179,6 +189,8 @@ class SqlStore : public Store {
   std::vector<PendingWrite*> group_queue_;  // GUARDED_BY(group_mu_)
   bool group_leader_active_ = false;        // GUARDED_BY(group_mu_)
   std::atomic<int> fail_countdown_{0};
+  std::mutex listener_mu_;
+  std::shared_ptr<const std::function<void()>> listener_;  // GUARDED_BY(listener_mu_)
 };
 
 // The schema migrations, in order: migration i (1-based) moves version i-1 to i. Exposed for

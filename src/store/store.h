@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,12 +73,19 @@ struct JobRecord {
 };
 
 struct JobEvent {
-  int64_t seq = 0;  // increases with every event in the store
+  // Increases with every event in the store, in commit order: an event committed after another
+  // has a higher seq (what lets live-update clients resume with "events after N").
+  int64_t seq = 0;
   int64_t job_id = 0;
   TimePoint time{};
   std::string from_state;  // empty for the submission
   std::string to_state;
   std::string reason;
+  // Filled by jobEventsAfter only (empty from jobEvents): the job's owner and group, and its
+  // placement when the events are read (not necessarily the one at the event's time).
+  std::string user;
+  std::string group;
+  std::string placement_json;
 };
 
 // Filters of listJobs. Empty fields match everything.
@@ -259,6 +267,18 @@ class Store {
   virtual Result<JobPage> listJobs(const JobFilter& filter) = 0;
   // Events of one job, oldest first.
   virtual Result<std::vector<JobEvent>> jobEvents(int64_t job_id) = 0;
+  // Events of all jobs with seq > `after_seq`, ascending seq, at most `limit`
+  // (1..kMaxPageSize; InvalidArgument otherwise), with user, group and placement filled.
+  // Because seq order is commit order (JobEvent::seq), reading again after the last seq
+  // returned never misses an event that commits later: the tail a live feed needs.
+  virtual Result<std::vector<JobEvent>> jobEventsAfter(int64_t after_seq, int32_t limit) = 0;
+  // The highest job event seq, 0 when there is none.
+  virtual Result<int64_t> lastJobEventSeq() = 0;
+  // Called after every committed transaction that wrote job events, on the committing thread
+  // and outside any store lock; it must return quickly (wake a reader, not read itself). One
+  // listener; an empty function removes it. Set it before concurrent writes start, or accept
+  // that a write racing with the change may call the previous one.
+  virtual void setJobEventListener(std::function<void()> listener) = 0;
 
   // PENDING -> RUNNING: stores the placement, sets start_time to `now`, increments the fencing
   // epoch; returns the new epoch. FailedPrecondition for a held job (setJobHold).

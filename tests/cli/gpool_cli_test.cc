@@ -256,6 +256,29 @@ TEST_F(GpoolCliTest, BadArgumentsExitWithTwoAndSayWhy) {
   EXPECT_EQ(gpool({"queue", "--state", "all", "--json"}).out, "{\n  \"jobs\": []\n}\n");
 }
 
+// `gpool watch --json`: JSON lines of the live feed; --after replays what was missed first.
+TEST_F(GpoolCliTest, WatchPrintsJobEventsAsJsonLines) {
+  startDaemon();
+  ASSERT_EQ(gpool({"submit", "--", "sleep", "100"}).rc, 0);
+  ASSERT_EQ(gpool({"submit", "--", "sleep", "100"}).rc, 0);
+  Output watched = gpool({"watch", "--json", "--after", "0", "--count", "2"});
+  ASSERT_EQ(watched.rc, 0) << watched.err;
+  std::istringstream lines(watched.out);
+  std::vector<json> events;
+  for (std::string line; std::getline(lines, line);)
+    events.push_back(json::parse(line));
+  ASSERT_EQ(events.size(), 2u) << watched.out;
+  EXPECT_EQ(events[0]["topic"], "jobs");
+  EXPECT_EQ(events[0]["data"]["job_id"], 1);
+  EXPECT_EQ(events[0]["data"]["to_state"], "PENDING");
+  EXPECT_EQ(events[0]["data"]["user"], me());
+  EXPECT_LT(events[0]["data"]["seq"].get<int64_t>(), events[1]["data"]["seq"].get<int64_t>());
+
+  Output bad = gpool({"watch", "--topics", "bogus"});
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_FALSE(bad.err.empty());
+}
+
 TEST_F(GpoolCliTest, HelpOnEveryCommand) {
   for (const char* command : {"submit", "queue", "show", "cancel", "nodes"}) {
     Output help = gpool({command, "--help"});

@@ -7,10 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -181,6 +185,58 @@ TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
   }
   EXPECT_GE(threads, 48u);
   EXPECT_LT(threads, 48u + 16u);
+}
+
+// Live updates over the real daemon's socket: a watcher (root: an admin by peer credentials)
+// sees the submission and the cancel of a job as they commit, after its "live" message.
+TEST_F(GpooldTest, WatchStreamsJobEventsOverItsUnixSocket) {
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child = spawn({"--config", writeConfig("socket = \"" + sock + "\"\n")});
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<nlohmann::json> got;
+    net::WebSocketClientOptions o;
+    o.endpoint = net::ClientEndpoint::unixSocket(sock);
+    o.target = "/v1/watch?topics=jobs";
+    o.on_message = [&](std::string text) {
+      std::lock_guard lock(mu);
+      got.push_back(nlohmann::json::parse(text, nullptr, false));
+      cv.notify_all();
+    };
+    net::WebSocketClient watcher(o);
+    watcher.start();
+    auto wait = [&](const std::function<bool(const nlohmann::json&)>& pred) {
+      std::unique_lock lock(mu);
+      return cv.wait_for(lock, std::chrono::seconds(10), [&] {
+        for (const auto& m : got)
+          if (pred(m)) return true;
+        return false;
+      });
+    };
+    ASSERT_TRUE(wait([](const nlohmann::json& m) { return m.contains("last_event"); }));
+    net::HttpClient client(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto submitted = client.post("/v1/jobs", api::toJson(testing::makeSpec(0)).dump());
+    ASSERT_TRUE(submitted.ok());
+    ASSERT_EQ(submitted->status, 201) << submitted->body;
+    int64_t id = nlohmann::json::parse(submitted->body)["ids"][0].get<int64_t>();
+    auto cancelled = client.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(cancelled.ok());
+    auto is = [id](const std::string& state) {
+      return [id, state](const nlohmann::json& m) {
+        return m.value("topic", "") == "jobs" && m["data"]["job_id"] == id &&
+               m["data"]["to_state"] == state;
+      };
+    };
+    EXPECT_TRUE(wait(is("PENDING")));
+    EXPECT_TRUE(wait(is("CANCELLED")));
+    // Bad query parameters are refused before the upgrade: the watcher never goes live.
+    auto bad = client.get("/v1/watch?topics=bogus");
+    ASSERT_TRUE(bad.ok());
+    EXPECT_NE(bad->status, 101);
+    watcher.stop();
+  }
   kill(child.pid, SIGTERM);
   EXPECT_EQ(waitExit(child), 0);
 }

@@ -112,6 +112,43 @@ TEST(EventHubTest, CloseForgetsConnection) {
   EXPECT_EQ(hub.publish("jobs", "1"), 0u);
 }
 
+TEST(EventHubTest, FiltersDecidePerConnectionByScope) {
+  EventHub hub;
+  WebSocketHandler h = hub.handler();
+  auto alice = std::make_shared<FakeConnection>(1, "/v1/watch?topics=jobs,nodes");
+  auto admin = std::make_shared<FakeConnection>(2, "/v1/watch?topics=jobs");
+  h.on_open(alice);
+  h.on_open(admin);
+  // alice sees only events scoped to her on "jobs"; other topics pass whatever their scope.
+  hub.setFilter(alice, [](std::string_view topic, std::string_view scope) {
+    return topic != "jobs" || scope == "alice";
+  });
+  EXPECT_EQ(hub.publish("jobs", "1", "alice"), 2u);
+  EXPECT_EQ(hub.publish("jobs", "2", "bob"), 1u);
+  EXPECT_EQ(hub.publish("nodes", "3"), 1u);
+  ASSERT_EQ(alice->sent.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(alice->sent[0])["data"], 1);
+  EXPECT_EQ(nlohmann::json::parse(alice->sent[1])["data"], 3);
+  EXPECT_EQ(admin->sent.size(), 2u);
+  // Clearing the filter lets everything through again.
+  hub.setFilter(alice, {});
+  EXPECT_EQ(hub.publish("jobs", "4", "bob"), 2u);
+  EXPECT_EQ(alice->sent.back(), EventHub::message("jobs", "4"));
+}
+
+TEST(EventHubTest, SubscribeExistingDoesNotResurrectAClosedConnection) {
+  EventHub hub;
+  WebSocketHandler h = hub.handler();
+  auto a = std::make_shared<FakeConnection>(1, "/v1/watch?topics=nodes");
+  h.on_open(a);
+  EXPECT_TRUE(hub.subscribeExisting(1, {"jobs"}));
+  EXPECT_EQ(hub.topicsOf(1), (std::vector<std::string>{"jobs", "nodes"}));
+  h.on_close(a, kCloseNormal, "bye");
+  EXPECT_FALSE(hub.subscribeExisting(1, {"jobs"}));
+  EXPECT_EQ(hub.connectionCount(), 0u);
+  EXPECT_TRUE(hub.topicsOf(1).empty());
+}
+
 TEST(EventHubTest, SplitTopics) {
   EXPECT_EQ(splitTopics("a,,b,"), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(splitTopics("").empty());
