@@ -9,11 +9,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -40,6 +44,11 @@ struct Settings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
   std::string socket;  // the API's Unix socket; empty: no API
+  // The TLS listener (API tokens, agents with join tokens / node credentials); empty: none.
+  std::string tls_host;
+  int tls_port = -1;
+  std::string tls_cert;
+  std::string tls_key;
   int64_t node_down_after_s = 90;
   int64_t lease_duration_s = 60;
   int64_t heartbeat_interval_s = 5;
@@ -47,6 +56,27 @@ struct Settings {
   int64_t usage_half_life_s = 7 * 24 * 3600;
   logging::LogOptions log;
 };
+
+// "host:port" or "[v6addr]:port"; port 0 lets the OS choose.
+Result<std::pair<std::string, int>> parseHostPort(const std::string& text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status::invalidArgument("'" + text + "' is not host:port (e.g. \"0.0.0.0:6443\")");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string port_text = text.substr(colon + 1);
+  int port = -1;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
+      port < 0 || port > 65535) {
+    return Status::invalidArgument("port '" + port_text +
+                                   "' is not in 0..65535 (0: chosen by the OS)");
+  }
+  return std::make_pair(host, port);
+}
 
 Result<Settings> readSettings(const std::string& path) {
   GPOOL_ASSIGN_OR_RETURN(config::ConfigFile file, config::ConfigFile::load(path));
@@ -57,6 +87,29 @@ Result<Settings> readSettings(const std::string& path) {
   s.store = ctl.getString("store", "/var/lib/gpool/gpool.db");
   s.sqlite_synchronous = ctl.getString("sqlite_synchronous", "FULL");
   s.socket = ctl.getString("socket", "");
+  std::string tls_listen = ctl.getString("tls_listen", "");
+  s.tls_cert = ctl.getString("tls_cert", "");
+  s.tls_key = ctl.getString("tls_key", "");
+  if (!tls_listen.empty()) {
+    Result<std::pair<std::string, int>> hp = parseHostPort(tls_listen);
+    if (!hp.ok()) {
+      ctl.fail("tls_listen", hp.status().message());
+    } else {
+      s.tls_host = hp->first;
+      s.tls_port = hp->second;
+    }
+    for (auto [key, pem] : {std::pair<const char*, const std::string*>{"tls_cert", &s.tls_cert},
+                            {"tls_key", &s.tls_key}}) {
+      if (pem->empty()) {
+        ctl.fail(key, "is required with controller.tls_listen (a PEM file)");
+      } else if (::access(pem->c_str(), R_OK) != 0) {
+        ctl.fail(key, "cannot read '" + *pem + "': " + std::strerror(errno));
+      }
+    }
+  } else if (!s.tls_cert.empty() || !s.tls_key.empty()) {
+    ctl.fail(s.tls_cert.empty() ? "tls_key" : "tls_cert",
+             "has no effect without controller.tls_listen (host:port)");
+  }
   if (s.sqlite_synchronous != "FULL" && s.sqlite_synchronous != "NORMAL") {
     ctl.fail("sqlite_synchronous", "must be FULL or NORMAL");
   }
@@ -146,7 +199,8 @@ int run(const std::string& config_path, bool once) {
     return 0;
   }
   std::unique_ptr<net::Server> server;
-  if (!settings->socket.empty()) {
+  net::InMemoryTokenStore tokens;
+  if (!settings->socket.empty() || settings->tls_port >= 0) {
     net::Router router;
     if (Status s = addApiRoutes(router, **store, service, registry); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
@@ -158,10 +212,22 @@ int run(const std::string& config_path, bool once) {
     }
     net::ServerOptions server_options;
     server_options.unix_socket_path = settings->socket;
+    if (settings->tls_port >= 0) {
+      server_options.tcp_host = settings->tls_host;
+      server_options.tcp_port = settings->tls_port;
+      server_options.tls_cert_file = settings->tls_cert;
+      server_options.tls_key_file = settings->tls_key;
+      server_options.token_verifier = &tokens;
+    }
     server = std::make_unique<net::Server>(server_options, std::move(router));
     if (Status s = server->start(); !s.isOk()) {
-      spdlog::error("cannot serve the API on {}: {}", settings->socket, s.toString());
+      spdlog::error("cannot serve the API: {}", s.toString());
       return 1;
+    }
+    if (settings->tls_port >= 0) {
+      spdlog::info("TLS listener on {}:{}", settings->tls_host, server->tcpPort());
+      // Tests read the port (tls_listen may ask for port 0) from this line.
+      std::cout << "tls " << settings->tls_host << ":" << server->tcpPort() << std::endl;
     }
   }
   std::jthread scheduler([&loop](std::stop_token stop) { loop.runUntilStopped(stop); });

@@ -16,6 +16,7 @@
 
 #include "controller/controller_fixture.h"
 #include "net/client.h"
+#include "net/net_test_util.h"
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -164,6 +165,53 @@ TEST_F(GpooldTest, ServesJobsOverItsUnixSocket) {
   }
   kill(child.pid, SIGTERM);
   EXPECT_EQ(waitExit(child), 0);
+}
+
+// "tls HOST:PORT" -> PORT, or -1.
+int tlsPort(const std::string& line) {
+  if (line.rfind("tls ", 0) != 0) return -1;
+  return std::stoi(line.substr(line.rfind(':') + 1));
+}
+
+TEST_F(GpooldTest, ServesTlsOnAnOsChosenPort) {
+  net::testing::TestCerts certs;
+  ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs).isOk());
+  Child child = spawn(
+      {"--config", writeConfig("tls_listen = \"127.0.0.1:0\"\ntls_cert = \"" + certs.cert_file +
+                               "\"\ntls_key = \"" + certs.key_file + "\"\n")});
+  std::string line = readLine(child.out);
+  int port = tlsPort(line);
+  ASSERT_GT(port, 0) << line;
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient anonymous(net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, ""),
+                              std::chrono::seconds(10));
+    auto health = anonymous.get("/v1/health");
+    ASSERT_TRUE(health.ok()) << health.status().toString();
+    EXPECT_EQ(health->status, 200);
+    auto jobs = anonymous.get("/v1/jobs");
+    ASSERT_TRUE(jobs.ok());
+    EXPECT_EQ(jobs->status, 401) << jobs->body;
+    // A client that does not trust the controller's CA does not get through.
+    net::HttpClient untrusting(net::ClientEndpoint::tls("127.0.0.1", port, certs.other_ca_file, ""),
+                               std::chrono::seconds(10));
+    EXPECT_EQ(untrusting.get("/v1/health").status().code(), StatusCode::kUnavailable);
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
+TEST_F(GpooldTest, BadTlsConfigurationExitsWithTwo) {
+  // No certificate, an unreadable key, a bad port, a certificate without a listener.
+  for (std::string extra :
+       std::vector<std::string>{std::string("tls_listen = \"127.0.0.1:0\"\n"),
+                                std::string("tls_listen = \"127.0.0.1:0\"\ntls_cert = "
+                                            "\"/nonexistent.pem\"\ntls_key = \"/x.key\"\n"),
+                                std::string("tls_listen = \"127.0.0.1:99999\"\n"),
+                                std::string("tls_cert = \"/a.pem\"\n")}) {
+    Child child = spawn({"--config", writeConfig(extra), "--once"});
+    EXPECT_EQ(waitExit(child), 2) << extra;
+  }
 }
 
 TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
