@@ -21,6 +21,7 @@
 //           GET /v1/gpus, GET /v1/summary
 //   catalog: GET /v1/users|groups|quotas|qos, GET/PUT/DELETE /v1/users/{name},
 //           /v1/groups/{name}, /v1/quotas/{subject}/{name}, /v1/qos/{name}; GET /v1/usage
+//   tokens: POST/GET /v1/tokens, DELETE /v1/tokens/{id}, POST /v1/join-tokens (api_tokens.h)
 // Errors are the JSON error bodies of net::Response::error with the Status's HTTP code; bad
 // input (bad JSON, unknown fields or query parameters, bad paging, bad names) is always a 4xx
 // naming the field.

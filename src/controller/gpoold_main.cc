@@ -27,6 +27,7 @@
 #include "config/config.h"
 #include "controller/agent_link.h"
 #include "controller/api_routes.h"
+#include "controller/api_tokens.h"
 #include "controller/job_service.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
@@ -199,7 +200,7 @@ int run(const std::string& config_path, bool once) {
     return 0;
   }
   std::unique_ptr<net::Server> server;
-  net::InMemoryTokenStore tokens;
+  StoreTokenVerifier tokens(**store, clock);
   if (!settings->socket.empty() || settings->tls_port >= 0) {
     net::Router router;
     if (Status s = addApiRoutes(router, **store, service, registry); !s.isOk()) {

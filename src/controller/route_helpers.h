@@ -51,5 +51,6 @@ net::Response jsonResponse(int status, const nlohmann::json& body);
 Status addJobRoutes(net::Router& router, const Context& ctx);
 Status addNodeRoutes(net::Router& router, const Context& ctx);
 Status addCatalogRoutes(net::Router& router, const Context& ctx);
+Status addTokenRoutes(net::Router& router, const Context& ctx);  // api_tokens.cc
 
 }  // namespace gpool::controller::routes

@@ -201,6 +201,71 @@ TEST_F(GpooldTest, ServesTlsOnAnOsChosenPort) {
   EXPECT_EQ(waitExit(child), 0);
 }
 
+// API tokens end to end: root (over the Unix socket) makes tokens for alice and bob; over TLS
+// each acts as their user; bob cannot cancel alice's job; a revoked token gets 401.
+TEST_F(GpooldTest, ApiTokensOverTls) {
+  {
+    auto store = testing::openStore(db_);
+    ASSERT_TRUE(store::saveApiNode(*store, testing::makeNode("gpu-01", 2)).isOk());
+  }
+  net::testing::TestCerts certs;
+  ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs).isOk());
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child =
+      spawn({"--config",
+             writeConfig("socket = \"" + sock + "\"\ntls_listen = \"127.0.0.1:0\"\ntls_cert = \"" +
+                         certs.cert_file + "\"\ntls_key = \"" + certs.key_file + "\"\n")});
+  int port = tlsPort(readLine(child.out));
+  ASSERT_GT(port, 0);
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto tokenFor = [&](const std::string& user) {
+      auto r = root.post("/v1/tokens", R"({"name":"t","user":")" + user + "\"}");
+      EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().toString());
+      return r.ok() ? nlohmann::json::parse(r->body) : nlohmann::json::object();
+    };
+    nlohmann::json alice_token = tokenFor("alice");
+    nlohmann::json bob_token = tokenFor("bob");
+    net::HttpClient alice(
+        net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, alice_token.value("token", "")),
+        std::chrono::seconds(10));
+    net::HttpClient bob(
+        net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, bob_token.value("token", "")),
+        std::chrono::seconds(10));
+    auto submitted = alice.post("/v1/jobs", api::toJson(testing::makeSpec(500)).dump());
+    ASSERT_TRUE(submitted.ok()) << submitted.status().toString();
+    ASSERT_EQ(submitted->status, 201) << submitted->body;
+    int64_t id = nlohmann::json::parse(submitted->body)["ids"][0].get<int64_t>();
+    auto shown = alice.get("/v1/jobs/" + std::to_string(id));
+    ASSERT_TRUE(shown.ok());
+    EXPECT_EQ(nlohmann::json::parse(shown->body)["user"], "alice");
+    auto bob_cancel = bob.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(bob_cancel.ok());
+    EXPECT_EQ(bob_cancel->status, 403) << bob_cancel->body;
+    EXPECT_EQ(bob.get("/v1/jobs/" + std::to_string(id))->status, 403);
+    EXPECT_EQ(bob.post("/v1/nodes/gpu-01/drain", R"({"reason":"x"})")->status, 403);
+    EXPECT_EQ(bob.post("/v1/join-tokens", "")->status, 403);
+    auto alice_cancel = alice.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(alice_cancel.ok());
+    EXPECT_EQ(alice_cancel->status, 200) << alice_cancel->body;
+    // bob sees only his own token; he cannot revoke alice's; she can.
+    auto bobs = bob.get("/v1/tokens");
+    ASSERT_TRUE(bobs.ok());
+    EXPECT_EQ(nlohmann::json::parse(bobs->body)["tokens"].size(), 1u);
+    std::string alice_path = "/v1/tokens/" + std::to_string(alice_token.value("id", 0));
+    EXPECT_EQ(bob.del(alice_path)->status, 403);
+    EXPECT_EQ(alice.del(alice_path)->status, 200);
+    auto after = alice.get("/v1/jobs");
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(after->status, 401) << after->body;
+    EXPECT_NE(after->body.find("revoked"), std::string::npos) << after->body;
+    EXPECT_EQ(bob.get("/v1/jobs")->status, 200);
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
 TEST_F(GpooldTest, BadTlsConfigurationExitsWithTwo) {
   // No certificate, an unreadable key, a bad port, a certificate without a listener.
   for (std::string extra :
