@@ -266,6 +266,93 @@ TEST_F(GpooldTest, ApiTokensOverTls) {
   EXPECT_EQ(waitExit(child), 0);
 }
 
+// An agent over TLS: its join token is exchanged for a node credential in `welcome`; the
+// credential works on reconnect, the used one-time join token does not, and a credential
+// speaks only for its node.
+TEST_F(GpooldTest, AgentJoinsWithAJoinTokenAndReconnectsWithItsCredential) {
+  net::testing::TestCerts certs;
+  ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs).isOk());
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child =
+      spawn({"--config",
+             writeConfig("socket = \"" + sock + "\"\ntls_listen = \"127.0.0.1:0\"\ntls_cert = \"" +
+                         certs.cert_file + "\"\ntls_key = \"" + certs.key_file + "\"\n")});
+  int port = tlsPort(readLine(child.out));
+  ASSERT_GT(port, 0);
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto made = root.post("/v1/join-tokens", R"({"expires_in":"1h"})");
+    ASSERT_TRUE(made.ok() && made->status == 201);
+    std::string join = nlohmann::json::parse(made->body)["token"];
+    nlohmann::json hello{
+        {"v", 1},
+        {"type", "hello"},
+        {"seq", 1},
+        {"ack", 0},
+        {"body",
+         {{"node",
+           {{"name", "edge-01"},
+            {"hostname", "edge-01"},
+            {"labels", nlohmann::json::object()},
+            {"cpu_millis", 16000},
+            {"ram_mib", 65536},
+            {"agent_version", "test"},
+            {"os", "Linux"},
+            {"cgroup", "none"}}},
+          {"gpus", {{"gpus", nlohmann::json::array()}, {"links", nlohmann::json::array()}}},
+          {"tasks", nlohmann::json::array()}}}};
+    // Connects with `token`, says hello as `node`; returns the welcome body (or the close
+    // reason as {"closed": why}).
+    auto exchange = [&](const std::string& token, const std::string& node) {
+      net::testing::Waiter waiter;
+      nlohmann::json result;
+      net::WebSocketClientOptions ws;
+      ws.endpoint = net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, token);
+      ws.target = "/v1/agent";
+      ws.initial_backoff = std::chrono::seconds(30);  // one attempt is enough here
+      net::WebSocketClient* client = nullptr;
+      nlohmann::json h = hello;
+      h["body"]["node"]["name"] = node;
+      ws.on_connect = [&] { (void)client->send(h.dump()); };
+      ws.on_message = [&](std::string text) {
+        auto m = nlohmann::json::parse(text, nullptr, false);
+        if (m.is_object() && m.value("type", "") == "welcome") {
+          waiter.update([&] { result = m["body"]; });
+        }
+      };
+      ws.on_disconnect = [&](const Status& why) {
+        waiter.update([&] {
+          if (result.is_null()) result = {{"closed", why.toString()}};
+        });
+      };
+      net::WebSocketClient c(ws);
+      client = &c;
+      c.start();
+      EXPECT_TRUE(waiter.waitFor([&] { return !result.is_null(); }));
+      c.stop();
+      return result;
+    };
+    nlohmann::json welcome = exchange(join, "edge-01");
+    ASSERT_TRUE(welcome.contains("node_credential")) << welcome.dump();
+    std::string credential = welcome["node_credential"];
+    EXPECT_EQ(credential.rfind("node.", 0), 0u);
+    // Reconnect with the credential: welcomed, no new credential.
+    nlohmann::json again = exchange(credential, "edge-01");
+    EXPECT_TRUE(again.contains("node_epoch")) << again.dump();
+    EXPECT_FALSE(again.contains("node_credential"));
+    // The one-time join token is spent; the credential is no other node's.
+    EXPECT_TRUE(exchange(join, "edge-02").contains("closed"));
+    EXPECT_TRUE(exchange(credential, "edge-02").contains("closed"));
+    // Nor does the credential open REST routes.
+    net::HttpClient as_node(net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, credential),
+                            std::chrono::seconds(10));
+    EXPECT_EQ(as_node.get("/v1/jobs")->status, 403);
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
 TEST_F(GpooldTest, BadTlsConfigurationExitsWithTwo) {
   // No certificate, an unreadable key, a bad port, a certificate without a listener.
   for (std::string extra :
