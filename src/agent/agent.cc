@@ -286,6 +286,7 @@ Status Agent::onWelcome(const json& body) {
   r.optionalObject("config", &config);
   GPOOL_RETURN_IF_ERROR(r.finish());
   GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(epoch));
+  if (!credential.empty()) node_credential_ = std::move(credential);
   if (lease && Micros(lease->duration_s * 1'000'000) != options_.lease) {
     options_.lease = Micros(lease->duration_s * 1'000'000);
     fence_ = std::make_unique<Fence>(clock_, options_.lease);

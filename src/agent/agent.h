@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +85,9 @@ class Agent {
   // The messages to send, oldest first; empties the outbox.
   std::vector<nlohmann::json> takeOutbox();
 
+  // The node credential of the latest `welcome` that carried one (a TLS agent's first join),
+  // handed out once: the caller stores it and uses it for later connections.
+  std::string takeNodeCredential() { return std::exchange(node_credential_, {}); }
   // The latest node epoch seen (0 before any welcome).
   int64_t nodeEpoch() const { return node_epoch_; }
   bool leaseOk() const { return fence_->mayStartWork(); }
@@ -129,6 +133,7 @@ class Agent {
   std::string assignmentPath(const std::string& name) const;
 
   AgentOptions options_;
+  std::string node_credential_;
   gpu::GpuBackend& backend_;
   Launcher& launcher_;
   const Clock& clock_;

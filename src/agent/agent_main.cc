@@ -5,14 +5,18 @@
 // The Agent is not thread-safe; one mutex serialises the client's I/O thread (frames,
 // connects) and the main thread (ticks), so that `hello` is always the first frame of a
 // connection.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -50,6 +54,7 @@ int main(int argc, char** argv) {
   std::string controller;  // host:port
   std::string unix_socket;
   std::string ca_file;
+  std::string join_token;
   std::string token_file = "/var/lib/gpool/agent/credential";
   std::string state_dir = "/var/lib/gpool/agent";
   std::string supervisor = exeDir() + "/gpool-supervisor";
@@ -61,7 +66,11 @@ int main(int argc, char** argv) {
   std::string cpus;
   std::string ram;
   app.add_option("--node", node_name, "this node's name")->required();
-  app.add_option("--controller", controller, "the controller's TLS listener, host:port");
+  app.add_option("--controller,--server", controller,
+                 "the controller's TLS listener, host:port or wss://host:port");
+  app.add_option("--join-token", join_token,
+                 "join token for this node's first connection (when --token-file holds no "
+                 "credential yet); the node credential it is exchanged for goes to --token-file");
   app.add_option("--unix-socket", unix_socket, "the controller's Unix socket instead");
   app.add_option("--ca", ca_file, "PEM file of the CA for the controller's certificate");
   app.add_option("--token-file", token_file, "file holding the node credential or join token");
@@ -139,6 +148,9 @@ int main(int argc, char** argv) {
   if (!unix_socket.empty()) {
     ws.endpoint = net::ClientEndpoint::unixSocket(unix_socket);
   } else {
+    if (controller.rfind("wss://", 0) == 0) controller = controller.substr(6);
+    while (!controller.empty() && controller.back() == '/')
+      controller.pop_back();
     size_t colon = controller.rfind(':');
     if (colon == std::string::npos) {
       std::fprintf(stderr, "gpool-agent: --controller must be host:port\n");
@@ -149,6 +161,15 @@ int main(int argc, char** argv) {
       token = *text;
       while (!token.empty() && (token.back() == '\n' || token.back() == ' '))
         token.pop_back();
+    }
+    // A stored node credential wins: the join token was spent on the first connection.
+    if (token.empty()) token = join_token;
+    if (token.empty()) {
+      std::fprintf(stderr,
+                   "gpool-agent: no node credential in %s and no --join-token: ask an admin for "
+                   "a join token (gpool join-token create)\n",
+                   token_file.c_str());
+      return 2;
     }
     ws.endpoint = net::ClientEndpoint::tls(controller.substr(0, colon),
                                            std::stoi(controller.substr(colon + 1)), ca_file, token);
@@ -171,6 +192,25 @@ int main(int argc, char** argv) {
     std::lock_guard<std::mutex> lock(mu);
     if (msg.is_discarded()) msg = nlohmann::json::object();  // answered as malformed
     core.handle(msg);
+    if (std::string credential = core.takeNodeCredential(); !credential.empty()) {
+      // Written 0600 next to the final name, then renamed: never a half-written credential.
+      std::string tmp = token_file + ".tmp";
+      int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+                ::write(fd, credential.data(), credential.size()) ==
+                    static_cast<ssize_t>(credential.size()) &&
+                ::fsync(fd) == 0;
+      if (fd >= 0) ::close(fd);
+      ok = ok && ::rename(tmp.c_str(), token_file.c_str()) == 0;
+      if (ok) {
+        std::fprintf(stderr, "gpool-agent: joined; node credential stored in %s\n",
+                     token_file.c_str());
+      } else {
+        std::fprintf(stderr, "gpool-agent: cannot store the node credential in %s: %s\n",
+                     token_file.c_str(), std::strerror(errno));
+      }
+      client_ptr->setBearerToken(credential);
+    }
     flush();
   };
   ws.on_disconnect = [](const Status& why) {

@@ -10,6 +10,7 @@
 #include "api/job.h"
 #include "api/json_reader.h"
 #include "api/node.h"
+#include "controller/api_tokens.h"
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -447,6 +448,18 @@ AgentLink::AgentLink(store::Store& store, NodeRegistry& registry, Clock& clock,
 
 AgentLink::~AgentLink() = default;
 
+namespace {
+
+bool hasRole(const net::PeerIdentity& peer, std::string_view role) {
+  return std::find(peer.roles.begin(), peer.roles.end(), role) != peer.roles.end();
+}
+
+bool hasAgentRole(const net::PeerIdentity& peer) {
+  return hasRole(peer, kAgentJoinRole) || hasRole(peer, kAgentNodeRole);
+}
+
+}  // namespace
+
 void AgentLink::attach(SchedulingLoop& loop) {
   loop_ = &loop;
 }
@@ -457,10 +470,14 @@ void AgentLink::attachTelemetry(TelemetryHistory& telemetry) {
 
 Status AgentLink::acceptPeer(const net::Request& request) const {
   const net::PeerIdentity& peer = request.peer;
-  if (peer.kind != net::PeerIdentity::Kind::kUnixPeer) {
+  if (peer.kind == net::PeerIdentity::Kind::kToken) {
+    // TLS agents: a join token (first connection) or the node credential it was given.
+    if (hasAgentRole(peer)) return Status::ok();
     return Status::permissionDenied(
-        "/v1/agent: agents connect over the controller's Unix socket (join tokens for TLS "
-        "agents are not implemented)");
+        "/v1/agent: needs an agent join token or a node credential, not a user's API token");
+  }
+  if (peer.kind != net::PeerIdentity::Kind::kUnixPeer) {
+    return Status::unauthenticated("/v1/agent: needs an agent join token or node credential");
   }
   if (peer.uid != 0 && peer.uid != options_.own_uid) {
     return Status::permissionDenied("/v1/agent: uid " + std::to_string(peer.uid) +
@@ -628,6 +645,34 @@ Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) 
   }
   node.node.gpus = std::move(inventory.gpus);
   std::string name = node.node.name;
+  // TLS agents: a node credential speaks only for its node; a join token is exchanged for a
+  // node credential on the connection's first hello (one transaction in the store).
+  std::string credential;
+  const net::PeerIdentity& peer = session->conn->request().peer;
+  if (peer.kind == net::PeerIdentity::Kind::kToken && session->node.empty()) {
+    if (hasRole(peer, kAgentNodeRole) && peer.user != name) {
+      std::string why = "this node credential is for node '" + peer.user + "', not '" + name + "'";
+      spdlog::warn("agent connection {}: {}", session->conn->id(), why);
+      session->conn->close(kCloseForbidden, why);
+      return Status::ok();
+    }
+    if (hasRole(peer, kAgentJoinRole)) {
+      Result<int64_t> join_id = tokenRecordId(peer.token_id);
+      Result<NewNodeCredential> made = makeNodeCredential(name, clock_.now());
+      Status joined = !join_id.ok() ? join_id.status() : made.status();
+      if (joined.isOk()) {
+        joined = store_.joinNode(*join_id, made->record, clock_.now()).status();
+      }
+      if (!joined.isOk()) {
+        spdlog::warn("node {} may not join: {}", name, joined.toString());
+        session->conn->close(kCloseForbidden, joined.message());
+        return Status::ok();
+      }
+      spdlog::info("node {} joined with join token {}; node credential issued", name,
+                   peer.token_id);
+      credential = made->token;
+    }
+  }
   Result<int64_t> epoch = registry_.registerNode(std::move(node.node));
   if (!epoch.ok()) {
     spdlog::error("cannot register node {}: {}", name, epoch.status().toString());
@@ -636,14 +681,15 @@ Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) 
   spdlog::info("agent of node {} said hello (node epoch {}, {} tasks reported)", name, *epoch,
                tasks.size());
   // The welcome goes out before the connection serves the node, so that no assign overtakes it.
-  send(session, "welcome",
-       json{{"node_epoch", *epoch},
-            {"lease",
-             {{"duration_s", options_.lease_duration_s},
-              {"renew_every_s", options_.heartbeat_interval_s}}},
-            {"config",
-             {{"heartbeat_interval_s", options_.heartbeat_interval_s},
-              {"telemetry_interval_s", options_.telemetry_interval_s}}}});
+  json welcome{{"node_epoch", *epoch},
+               {"lease",
+                {{"duration_s", options_.lease_duration_s},
+                 {"renew_every_s", options_.heartbeat_interval_s}}},
+               {"config",
+                {{"heartbeat_interval_s", options_.heartbeat_interval_s},
+                 {"telemetry_interval_s", options_.telemetry_interval_s}}}};
+  if (!credential.empty()) welcome["node_credential"] = credential;
+  send(session, "welcome", std::move(welcome));
   SessionPtr older;
   {
     std::lock_guard lock(mu_);

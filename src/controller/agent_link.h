@@ -69,6 +69,7 @@ struct AgentLinkOptions {
 
 // Close codes of docs/agent-protocol.md.
 inline constexpr uint16_t kCloseUnsupportedVersion = 4001;
+inline constexpr uint16_t kCloseForbidden = 4003;  // node credential for another node; join refused
 inline constexpr uint16_t kCloseTakenOver = 4009;
 inline constexpr uint16_t kCloseNodeDown = 4010;
 
@@ -89,7 +90,8 @@ class AgentLink final : public AgentGateway {
   void attachTelemetry(TelemetryHistory& telemetry);
 
   // Adds `/v1/agent` to `router`. Unix-socket peers other than uid 0 and own_uid are refused
-  // (403 before the upgrade); token (TLS) peers are refused too until join tokens exist.
+  // (403 before the upgrade); token (TLS) peers need a join token or a node credential
+  // (api_tokens.h): the first hello with a join token gets a node credential in `welcome`.
   Status addRoute(net::Router& router);
 
   // AgentGateway.

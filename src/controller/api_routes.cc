@@ -10,6 +10,7 @@
 
 #include "api/json_reader.h"
 #include "api/user.h"
+#include "controller/api_tokens.h"
 #include "controller/route_helpers.h"
 #include "store/api_codec.h"
 
@@ -107,6 +108,14 @@ Result<Caller> callerFor(store::Store& store, const net::PeerIdentity& peer) {
     caller.role = Role::kAdmin;
     return caller;
   }
+  if (peer.kind == net::PeerIdentity::Kind::kToken) {
+    for (const std::string& role : peer.roles) {
+      if (role == kAgentJoinRole || role == kAgentNodeRole) {
+        return Status::permissionDenied(
+            "agent join tokens and node credentials open only /v1/agent");
+      }
+    }
+  }
   GPOOL_ASSIGN_OR_RETURN(Caller caller, callerForUser(store, peer.user, peer.uid));
   if (peer.kind != net::PeerIdentity::Kind::kUnixPeer) {
     // A token's user: the uid is the user record's (a Unix peer's comes from the kernel).
@@ -139,6 +148,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   if (added = routes::addJobRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addNodeRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addTelemetryRoutes(router, ctx); !added.isOk()) return added;
+  if (added = routes::addTokenRoutes(router, ctx); !added.isOk()) return added;
   return routes::addCatalogRoutes(router, ctx);
 }
 

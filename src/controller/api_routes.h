@@ -26,6 +26,7 @@
 //   catalog: GET /v1/users|groups|quotas|qos, GET/PUT/DELETE /v1/users/{name},
 //           /v1/groups/{name}, /v1/quotas/{subject}/{name}, /v1/qos/{name}; GET /v1/usage;
 //           GET /v1/account (the caller: identity, role, groups, quotas and use, fair share)
+//   tokens: POST/GET /v1/tokens, DELETE /v1/tokens/{id}, POST /v1/join-tokens (api_tokens.h)
 // Errors are the JSON error bodies of net::Response::error with the Status's HTTP code; bad
 // input (bad JSON, unknown fields or query parameters, bad paging, bad names) is always a 4xx
 // naming the field.

@@ -1,8 +1,39 @@
 #include "controller/controller_config.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <utility>
+
 #include "config/config.h"
 
 namespace gpool::controller {
+namespace {
+
+// "host:port" or "[v6addr]:port"; port 0 lets the OS choose.
+Result<std::pair<std::string, int>> parseHostPort(const std::string& text) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return Status::invalidArgument("'" + text + "' is not host:port (e.g. \"0.0.0.0:6443\")");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string port_text = text.substr(colon + 1);
+  int port = -1;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || ptr != port_text.data() + port_text.size() ||
+      port < 0 || port > 65535) {
+    return Status::invalidArgument("port '" + port_text +
+                                   "' is not in 0..65535 (0: chosen by the OS)");
+  }
+  return std::make_pair(host, port);
+}
+
+}  // namespace
 
 Result<ControllerSettings> readControllerSettings(const std::string& path) {
   GPOOL_ASSIGN_OR_RETURN(config::ConfigFile file, config::ConfigFile::load(path));
@@ -13,6 +44,29 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.store = ctl.getString("store", "/var/lib/gpool/gpool.db");
   s.sqlite_synchronous = ctl.getString("sqlite_synchronous", "FULL");
   s.socket = ctl.getString("socket", "");
+  std::string tls_listen = ctl.getString("tls_listen", "");
+  s.tls_cert = ctl.getString("tls_cert", "");
+  s.tls_key = ctl.getString("tls_key", "");
+  if (!tls_listen.empty()) {
+    Result<std::pair<std::string, int>> hp = parseHostPort(tls_listen);
+    if (!hp.ok()) {
+      ctl.fail("tls_listen", hp.status().message());
+    } else {
+      s.tls_host = hp->first;
+      s.tls_port = hp->second;
+    }
+    for (auto [key, pem] : {std::pair<const char*, const std::string*>{"tls_cert", &s.tls_cert},
+                            {"tls_key", &s.tls_key}}) {
+      if (pem->empty()) {
+        ctl.fail(key, "is required with controller.tls_listen (a PEM file)");
+      } else if (::access(pem->c_str(), R_OK) != 0) {
+        ctl.fail(key, "cannot read '" + *pem + "': " + std::strerror(errno));
+      }
+    }
+  } else if (!s.tls_cert.empty() || !s.tls_key.empty()) {
+    ctl.fail(s.tls_cert.empty() ? "tls_key" : "tls_cert",
+             "has no effect without controller.tls_listen (host:port)");
+  }
   if (s.sqlite_synchronous != "FULL" && s.sqlite_synchronous != "NORMAL") {
     ctl.fail("sqlite_synchronous", "must be FULL or NORMAL");
   }

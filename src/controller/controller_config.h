@@ -15,6 +15,11 @@ struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
   std::string socket;  // the API's Unix socket; empty: no API
+  // The TLS listener (API tokens, agents with join tokens / node credentials); tls_port -1: none.
+  std::string tls_host;
+  int tls_port = -1;
+  std::string tls_cert;
+  std::string tls_key;
   int64_t node_down_after_s = 90;
   int64_t lease_duration_s = 60;
   int64_t heartbeat_interval_s = 5;

@@ -10,11 +10,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -24,6 +28,7 @@
 #include "controller/agent_link.h"
 #include "controller/api_routes.h"
 #include "controller/controller_config.h"
+#include "controller/api_tokens.h"
 #include "controller/job_service.h"
 #include "controller/live_feed.h"
 #include "controller/node_registry.h"
@@ -113,7 +118,8 @@ int run(const std::string& config_path, bool once) {
   // Declared before the server, so that it outlives the server's callbacks into its hub.
   LiveFeed feed(**store, registry);
   std::unique_ptr<net::Server> server;
-  if (!settings->socket.empty()) {
+  StoreTokenVerifier tokens(**store, clock);
+  if (!settings->socket.empty() || settings->tls_port >= 0) {
     net::Router router;
     ApiRouteOptions api_options;
     api_options.user_usage = [&loop](const std::string& user) { return loop.userUsage(user); };
@@ -138,11 +144,23 @@ int run(const std::string& config_path, bool once) {
     }
     net::ServerOptions server_options;
     server_options.unix_socket_path = settings->socket;
+    if (settings->tls_port >= 0) {
+      server_options.tcp_host = settings->tls_host;
+      server_options.tcp_port = settings->tls_port;
+      server_options.tls_cert_file = settings->tls_cert;
+      server_options.tls_key_file = settings->tls_key;
+      server_options.token_verifier = &tokens;
+    }
     server_options.threads = static_cast<int>(settings->api_threads);
     server = std::make_unique<net::Server>(server_options, std::move(router));
     if (Status s = server->start(); !s.isOk()) {
-      spdlog::error("cannot serve the API on {}: {}", settings->socket, s.toString());
+      spdlog::error("cannot serve the API: {}", s.toString());
       return 1;
+    }
+    if (settings->tls_port >= 0) {
+      spdlog::info("TLS listener on {}:{}", settings->tls_host, server->tcpPort());
+      // Tests read the port (tls_listen may ask for port 0) from this line.
+      std::cout << "tls " << settings->tls_host << ":" << server->tcpPort() << std::endl;
     }
   }
   std::jthread scheduler([&loop](std::stop_token stop) { loop.runUntilStopped(stop); });

@@ -57,5 +57,6 @@ Status addJobRoutes(net::Router& router, const Context& ctx);
 Status addNodeRoutes(net::Router& router, const Context& ctx);
 Status addCatalogRoutes(net::Router& router, const Context& ctx);
 Status addTelemetryRoutes(net::Router& router, const Context& ctx);
+Status addTokenRoutes(net::Router& router, const Context& ctx);  // api_tokens.cc
 
 }  // namespace gpool::controller::routes

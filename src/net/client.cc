@@ -304,6 +304,11 @@ class WebSocketClient::Impl : public std::enable_shared_from_this<WebSocketClien
         done_timer_(ioc_),
         force_timer_(ioc_) {}
 
+  void setBearerToken(std::string token) {
+    std::lock_guard<std::mutex> lock(mu_);
+    options_.endpoint.bearer_token = std::move(token);
+  }
+
   void start() {
     if (thread_.joinable()) return;
     asio::co_spawn(ioc_, loop(), asio::detached);
@@ -410,7 +415,11 @@ class WebSocketClient::Impl : public std::enable_shared_from_this<WebSocketClien
     t.keep_alive_pings = true;
     ws.set_option(t);
     ws.read_message_max(options_.max_message_bytes);
-    std::string token = options_.endpoint.isUnix() ? std::string() : options_.endpoint.bearer_token;
+    std::string token;
+    if (!options_.endpoint.isUnix()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      token = options_.endpoint.bearer_token;
+    }
     ws.set_option(websocket::stream_base::decorator([token](websocket::request_type& req) {
       req.set(http::field::user_agent, "gpool-client");
       if (!token.empty()) req.set(http::field::authorization, "Bearer " + token);
@@ -546,6 +555,10 @@ bool WebSocketClient::connected() const {
 
 uint64_t WebSocketClient::connectCount() const {
   return impl_->connect_count_.load();
+}
+
+void WebSocketClient::setBearerToken(std::string token) {
+  impl_->setBearerToken(std::move(token));
 }
 
 }  // namespace gpool::net

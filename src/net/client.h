@@ -122,6 +122,9 @@ class WebSocketClient {
   bool connected() const;
   // Successful connections so far (the first connect counts 1).
   uint64_t connectCount() const;
+  // The bearer token of the next (re)connect (an agent swaps its join token for its node
+  // credential); the current connection is unaffected. Any thread, callbacks included.
+  void setBearerToken(std::string token);
 
  private:
   class Impl;

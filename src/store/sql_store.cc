@@ -262,6 +262,16 @@ std::vector<Migration> migrationsFor(Dialect dialect) {
       Migration{2, "jobs.uid", "ALTER TABLE jobs ADD COLUMN uid BIGINT NOT NULL DEFAULT 0"},
       // Holds (Slurm's scontrol hold/release): "" not held, "user" or "admin".
       Migration{3, "jobs.hold", "ALTER TABLE jobs ADD COLUMN hold TEXT NOT NULL DEFAULT ''"},
+      // Join tokens and node credentials share the API token table (their kind tells them
+      // apart); last_used for the token listing.
+      Migration{4, "api_tokens kinds",
+                "ALTER TABLE api_tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'user';\n"
+                "ALTER TABLE api_tokens ADD COLUMN public_id TEXT NOT NULL DEFAULT '';\n"
+                "ALTER TABLE api_tokens ADD COLUMN node_name TEXT NOT NULL DEFAULT '';\n"
+                "ALTER TABLE api_tokens ADD COLUMN reusable BIGINT NOT NULL DEFAULT 0;\n"
+                "ALTER TABLE api_tokens ADD COLUMN uses BIGINT NOT NULL DEFAULT 0;\n"
+                "ALTER TABLE api_tokens ADD COLUMN last_used BIGINT;\n"
+                "CREATE INDEX api_tokens_node ON api_tokens (node_name);\n"},
   };
 }
 
@@ -1290,34 +1300,76 @@ Result<std::vector<QosRecord>> SqlStore::listQos() {
 // API tokens
 
 namespace {
-constexpr const char* kTokenColumns = "id, user_name, hash, description, created, expires, revoked";
+constexpr const char* kTokenColumns =
+    "id, user_name, hash, description, created, expires, revoked, kind, public_id, node_name, "
+    "reusable, uses, last_used";
 TokenRecord tokenFromRow(const SqlRow& r) {
-  return TokenRecord{
-      r.integer(0),  r.text(1),    r.text(2), r.text(3), fromUnixMicros(r.integer(4)),
-      optTime(r, 5), optTime(r, 6)};
+  TokenRecord t;
+  t.id = r.integer(0);
+  t.user = r.text(1);
+  t.hash = r.text(2);
+  t.description = r.text(3);
+  t.created = fromUnixMicros(r.integer(4));
+  t.expires = optTime(r, 5);
+  t.revoked = optTime(r, 6);
+  t.kind = r.text(7);
+  t.public_id = r.text(8);
+  t.node = r.text(9);
+  t.reusable = r.integer(10) != 0;
+  t.uses = r.integer(11);
+  t.last_used = optTime(r, 12);
+  return t;
+}
+
+// The audit event's detail for a token: what it is, never its hash.
+std::string tokenDetail(const TokenRecord& t) {
+  std::string d = "{\"id\":" + std::to_string(t.id) + ",\"kind\":\"" + t.kind + "\"";
+  if (!t.node.empty()) d += ",\"node\":\"" + t.node + "\"";
+  return d + "}";
+}
+
+Status writeTokenAudit(Txn& tx, TimePoint now, const std::string& actor, const char* action,
+                       const TokenRecord& t) {
+  std::string subject = t.kind == std::string(kTokenKindNode) ? "node:" + t.node : "user:" + t.user;
+  return tx.exec(
+      "INSERT INTO audit_events (time, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)",
+      {micros(now), actor, std::string(action), subject, tokenDetail(t)});
+}
+
+Result<int64_t> insertToken(Txn& tx, const TokenRecord& token) {
+  auto rows = tx.query(
+      "INSERT INTO api_tokens (user_name, hash, description, created, expires, kind, public_id, "
+      "node_name, reusable, uses) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0) RETURNING id",
+      {token.user, token.hash, token.description, micros(token.created),
+       optTimeParam(token.expires), token.kind, token.public_id, token.node,
+       int64_t{token.reusable ? 1 : 0}});
+  if (!rows.ok()) {
+    if (rows.status().code() == StatusCode::kAlreadyExists) {
+      return Status::alreadyExists("an API token with this hash already exists");
+    }
+    return rows.status();
+  }
+  return (*rows)[0].integer(0);
+}
+
+bool validKind(const std::string& kind) {
+  return kind == kTokenKindUser || kind == kTokenKindJoin || kind == kTokenKindNode;
 }
 }  // namespace
 
-Result<int64_t> SqlStore::createToken(const TokenRecord& token) {
+Result<int64_t> SqlStore::createToken(const TokenRecord& token, const std::string& actor) {
   if (token.user.empty() || token.hash.empty()) {
     return Status::invalidArgument("createToken needs a user and a hash");
   }
+  if (!validKind(token.kind)) {
+    return Status::invalidArgument("token kind '" + token.kind + "' is not user, join or node");
+  }
   int64_t id = 0;
   Status txn_status = transact(true, [&](Txn& tx) -> Status {
-    auto rows = tx.query(
-        "INSERT INTO api_tokens (user_name, hash, description, created, expires) "
-        "VALUES ($1, $2, "
-        "$3, $4, $5) RETURNING id",
-        {token.user, token.hash, token.description, micros(token.created),
-         optTimeParam(token.expires)});
-    if (!rows.ok()) {
-      if (rows.status().code() == StatusCode::kAlreadyExists) {
-        return Status::alreadyExists("an API token with this hash already exists");
-      }
-      return rows.status();
-    }
-    id = (*rows)[0].integer(0);
-    return Status::ok();
+    GPOOL_ASSIGN_OR_RETURN(id, insertToken(tx, token));
+    TokenRecord stored = token;
+    stored.id = id;
+    return writeTokenAudit(tx, token.created, actor, "create_token", stored);
   });
   if (!txn_status.isOk()) return txn_status;
   return id;
@@ -1337,25 +1389,46 @@ Result<TokenRecord> SqlStore::findToken(const std::string& hash) {
   return token;
 }
 
-Status SqlStore::revokeToken(int64_t id, TimePoint now) {
-  return transact(true, [&](Txn& tx) -> Status {
-    GPOOL_ASSIGN_OR_RETURN(auto rows,
-                           tx.query("UPDATE api_tokens SET revoked = COALESCE(revoked, $1) WHERE "
-                                    "id = $2 RETURNING id",
-                                    {micros(now), id}));
+Result<TokenRecord> SqlStore::getToken(int64_t id) {
+  TokenRecord token;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query(std::string("SELECT ") + kTokenColumns + " FROM api_tokens WHERE id = $1", {id}));
     if (rows.empty())
       return Status::notFound("API token " + std::to_string(id) + " does not exist");
+    token = tokenFromRow(rows[0]);
     return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return token;
+}
+
+Status SqlStore::revokeToken(int64_t id, TimePoint now, const std::string& actor) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(std::string("UPDATE api_tokens SET revoked = "
+                                                           "COALESCE(revoked, $1) WHERE id = $2 "
+                                                           "RETURNING ") +
+                                                   kTokenColumns,
+                                               {micros(now), id}));
+    if (rows.empty())
+      return Status::notFound("API token " + std::to_string(id) + " does not exist");
+    return writeTokenAudit(tx, now, actor, "revoke_token", tokenFromRow(rows[0]));
   });
 }
 
 Result<std::vector<TokenRecord>> SqlStore::listTokens(const std::string& user) {
   std::vector<TokenRecord> tokens;
   Status txn_status = transact(false, [&](Txn& tx) -> Status {
-    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(std::string("SELECT ") + kTokenColumns +
-                                                   " FROM api_tokens WHERE user_name = $1 ORDER "
-                                                   "BY id",
-                                               {user}));
+    SqlRows rows;
+    if (user.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(
+          rows, tx.query(std::string("SELECT ") + kTokenColumns + " FROM api_tokens ORDER BY id"));
+    } else {
+      GPOOL_ASSIGN_OR_RETURN(rows, tx.query(std::string("SELECT ") + kTokenColumns +
+                                                " FROM api_tokens WHERE user_name = $1 ORDER BY id",
+                                            {user}));
+    }
     tokens.clear();
     for (const auto& r : rows)
       tokens.push_back(tokenFromRow(r));
@@ -1363,6 +1436,61 @@ Result<std::vector<TokenRecord>> SqlStore::listTokens(const std::string& user) {
   });
   if (!txn_status.isOk()) return txn_status;
   return tokens;
+}
+
+Status SqlStore::touchToken(int64_t id, TimePoint now) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("UPDATE api_tokens SET last_used = $1 WHERE id = $2 RETURNING id",
+                            {micros(now), id}));
+    if (rows.empty())
+      return Status::notFound("API token " + std::to_string(id) + " does not exist");
+    return Status::ok();
+  });
+}
+
+Result<int64_t> SqlStore::joinNode(int64_t join_token_id, const TokenRecord& credential,
+                                   TimePoint now) {
+  if (credential.node.empty() || credential.hash.empty() || credential.kind != kTokenKindNode) {
+    return Status::invalidArgument("joinNode needs a node credential with a node and a hash");
+  }
+  int64_t id = 0;
+  Status txn_status = transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(std::string("SELECT ") + kTokenColumns +
+                                                   " FROM api_tokens WHERE id = $1",
+                                               {join_token_id}));
+    if (rows.empty() || rows[0].text(7) != kTokenKindJoin) {
+      return Status::failedPrecondition("join token " + std::to_string(join_token_id) +
+                                        " does not exist");
+    }
+    TokenRecord join = tokenFromRow(rows[0]);
+    if (join.revoked) return Status::failedPrecondition("the join token was revoked");
+    if (join.expires && *join.expires <= now) {
+      return Status::failedPrecondition("the join token has expired");
+    }
+    if (!join.reusable && join.uses > 0) {
+      return Status::failedPrecondition("the join token was already used (it admits one node)");
+    }
+    GPOOL_ASSIGN_OR_RETURN(
+        auto held, tx.query("SELECT id FROM api_tokens WHERE kind = $1 AND node_name = $2 AND "
+                            "revoked IS NULL",
+                            {std::string(kTokenKindNode), credential.node}));
+    if (!held.empty()) {
+      return Status::alreadyExists("node '" + credential.node +
+                                   "' has already joined; its agent must use its node credential "
+                                   "(revoke credential " +
+                                   std::to_string(held[0].integer(0)) + " to let it join again)");
+    }
+    GPOOL_RETURN_IF_ERROR(
+        tx.exec("UPDATE api_tokens SET uses = uses + 1, last_used = $1 WHERE id = $2",
+                {micros(now), join_token_id}));
+    GPOOL_ASSIGN_OR_RETURN(id, insertToken(tx, credential));
+    TokenRecord stored = credential;
+    stored.id = id;
+    return writeTokenAudit(tx, now, "join:" + std::to_string(join_token_id), "join_node", stored);
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return id;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -140,10 +140,14 @@ class SqlStore : public Store {
   Status upsertQos(const QosRecord& qos) override;
   Result<std::vector<QosRecord>> listQos() override;
   Status deleteQos(const std::string& name) override;
-  Result<int64_t> createToken(const TokenRecord& token) override;
+  Result<int64_t> createToken(const TokenRecord& token, const std::string& actor) override;
   Result<TokenRecord> findToken(const std::string& hash) override;
-  Status revokeToken(int64_t id, TimePoint now) override;
+  Result<TokenRecord> getToken(int64_t id) override;
+  Status revokeToken(int64_t id, TimePoint now, const std::string& actor) override;
   Result<std::vector<TokenRecord>> listTokens(const std::string& user) override;
+  Status touchToken(int64_t id, TimePoint now) override;
+  Result<int64_t> joinNode(int64_t join_token_id, const TokenRecord& credential,
+                           TimePoint now) override;
   Result<std::vector<UsageRecord>> usageOfJob(int64_t job_id) override;
   Result<std::vector<UsageRow>> usageReport(UsageGrouping grouping, TimePoint from,
                                             TimePoint to) override;

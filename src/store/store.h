@@ -187,15 +187,28 @@ struct QosRecord {
   std::string info_json;
 };
 
-// API tokens are stored only as hashes; the token itself is shown once to its owner.
+// API tokens are stored only as hashes; the token itself is shown once to its owner. One table
+// holds the three kinds of bearer token (net/auth.h): users' API tokens, agents' join tokens
+// and the per-node credentials handed out on join.
+inline constexpr const char* kTokenKindUser = "user";
+inline constexpr const char* kTokenKindJoin = "join";
+inline constexpr const char* kTokenKindNode = "node";
+
 struct TokenRecord {
-  int64_t id = 0;  // assigned by createToken
-  std::string user;
+  int64_t id = 0;    // assigned by createToken
+  std::string user;  // the owner (user tokens), the creating admin (join tokens), the node name
   std::string hash;  // hex digest; unique
-  std::string description;
+  std::string description;  // the token's name, chosen by its creator
   TimePoint created{};
   std::optional<TimePoint> expires;
   std::optional<TimePoint> revoked;
+  // Version 4.
+  std::string kind = kTokenKindUser;
+  std::string public_id;  // the id part of the token text (net/auth.h), shown in listings
+  std::string node;       // kind "node": the node it authenticates
+  bool reusable = false;  // kind "join": admits any number of nodes until it expires
+  int64_t uses = 0;       // kind "join": nodes admitted so far
+  std::optional<TimePoint> last_used;  // updated at most once a minute (touchToken)
 };
 
 // One closed interval of GPU use by one job. GPU-hours are counted by slice: a job holding
@@ -362,12 +375,28 @@ class Store {
   virtual Status deleteQos(const std::string& name) = 0;
 
   // ---- API tokens
-  // Returns the new token's id. AlreadyExists when the hash is already stored.
-  virtual Result<int64_t> createToken(const TokenRecord& token) = 0;
+  // Returns the new token's id and writes a "create_token" audit event naming `actor`, in one
+  // transaction. AlreadyExists when the hash is already stored.
+  virtual Result<int64_t> createToken(const TokenRecord& token, const std::string& actor) = 0;
   // The token with this hash, revoked or not (the caller checks `revoked` and `expires`).
   virtual Result<TokenRecord> findToken(const std::string& hash) = 0;
-  virtual Status revokeToken(int64_t id, TimePoint now) = 0;
+  // NotFound for an unknown id.
+  virtual Result<TokenRecord> getToken(int64_t id) = 0;
+  // Sets `revoked` (the first revocation's time stays) and writes a "revoke_token" audit event
+  // naming `actor`, in one transaction. NotFound for an unknown id.
+  virtual Status revokeToken(int64_t id, TimePoint now, const std::string& actor) = 0;
+  // The tokens of `user` (every token when `user` is empty), ascending id.
   virtual Result<std::vector<TokenRecord>> listTokens(const std::string& user) = 0;
+  // Records that the token was used at `now` (last_used). NotFound for an unknown id.
+  virtual Status touchToken(int64_t id, TimePoint now) = 0;
+  // An agent joins with join token `join_token_id` as node `credential.node`: in one
+  // transaction checks the join token (kind "join", not revoked, not expired at `now`, unused
+  // unless reusable), counts the use, stores `credential` (kind "node") and writes a
+  // "join_node" audit event. Returns the credential's id. FailedPrecondition naming what is
+  // wrong with the join token; AlreadyExists when the node already has a credential that is not
+  // revoked (its agent must use that one; revoke it to let the node join again).
+  virtual Result<int64_t> joinNode(int64_t join_token_id, const TokenRecord& credential,
+                                   TimePoint now) = 0;
 
   // ---- accounting
   virtual Result<std::vector<UsageRecord>> usageOfJob(int64_t job_id) = 0;
@@ -402,6 +431,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 3;
+inline constexpr int32_t kSchemaVersion = 4;
 
 }  // namespace gpool::store

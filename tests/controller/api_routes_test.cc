@@ -547,6 +547,12 @@ TEST_F(ApiTest, PermissionMatrix) {
     int fresh = 0;
   };
   int64_t shown = submit("alice", "ml");
+  store::TokenRecord alices;
+  alices.user = "alice";
+  alices.hash = "matrix-token-hash";
+  alices.created = clock_.now();
+  auto alices_token = store_->createToken(alices, "alice");
+  ASSERT_TRUE(alices_token.ok());
   std::vector<Case> cases = {
       {Method::kGet, jobPath(shown), "", 200, 403, 200, 200},
       {Method::kGet, jobPath(shown, "/events"), "", 200, 403, 200, 200},
@@ -581,6 +587,12 @@ TEST_F(ApiTest, PermissionMatrix) {
       {Method::kPut, "/v1/qos/low", R"({"priority":1})", 403, 403, 403, 201},
       {Method::kGet, "/v1/qos", "", 200, 200, 200, 200},
       {Method::kDelete, "/v1/qos/low", "", 403, 403, 403, 200},
+      {Method::kPost, "/v1/tokens", R"({"name":"laptop"})", 201, 201, 201, 201},
+      {Method::kPost, "/v1/tokens", R"({"user":"alice"})", 201, 403, 403, 201},
+      {Method::kGet, "/v1/tokens", "", 200, 200, 200, 200},
+      // alice revokes her own; only an admin may revoke another's (again: it stays revoked).
+      {Method::kDelete, "/v1/tokens/" + std::to_string(*alices_token), "", 200, 403, 403, 200},
+      {Method::kPost, "/v1/join-tokens", R"({"expires_in":"1h"})", 403, 403, 403, 201},
   };
   for (const Case& c : cases) {
     const std::pair<std::string, int> roles[] = {

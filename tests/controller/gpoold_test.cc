@@ -20,6 +20,7 @@
 
 #include "controller/controller_fixture.h"
 #include "net/client.h"
+#include "net/net_test_util.h"
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -168,6 +169,205 @@ TEST_F(GpooldTest, ServesJobsOverItsUnixSocket) {
   }
   kill(child.pid, SIGTERM);
   EXPECT_EQ(waitExit(child), 0);
+}
+
+// "tls HOST:PORT" -> PORT, or -1.
+int tlsPort(const std::string& line) {
+  if (line.rfind("tls ", 0) != 0) return -1;
+  return std::stoi(line.substr(line.rfind(':') + 1));
+}
+
+TEST_F(GpooldTest, ServesTlsOnAnOsChosenPort) {
+  net::testing::TestCerts certs;
+  ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs).isOk());
+  Child child = spawn(
+      {"--config", writeConfig("tls_listen = \"127.0.0.1:0\"\ntls_cert = \"" + certs.cert_file +
+                               "\"\ntls_key = \"" + certs.key_file + "\"\n")});
+  std::string line = readLine(child.out);
+  int port = tlsPort(line);
+  ASSERT_GT(port, 0) << line;
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient anonymous(net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, ""),
+                              std::chrono::seconds(10));
+    auto health = anonymous.get("/v1/health");
+    ASSERT_TRUE(health.ok()) << health.status().toString();
+    EXPECT_EQ(health->status, 200);
+    auto jobs = anonymous.get("/v1/jobs");
+    ASSERT_TRUE(jobs.ok());
+    EXPECT_EQ(jobs->status, 401) << jobs->body;
+    // A client that does not trust the controller's CA does not get through.
+    net::HttpClient untrusting(net::ClientEndpoint::tls("127.0.0.1", port, certs.other_ca_file, ""),
+                               std::chrono::seconds(10));
+    EXPECT_EQ(untrusting.get("/v1/health").status().code(), StatusCode::kUnavailable);
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
+// API tokens end to end: root (over the Unix socket) makes tokens for alice and bob; over TLS
+// each acts as their user; bob cannot cancel alice's job; a revoked token gets 401.
+TEST_F(GpooldTest, ApiTokensOverTls) {
+  {
+    auto store = testing::openStore(db_);
+    ASSERT_TRUE(store::saveApiNode(*store, testing::makeNode("gpu-01", 2)).isOk());
+  }
+  net::testing::TestCerts certs;
+  ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs).isOk());
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child =
+      spawn({"--config",
+             writeConfig("socket = \"" + sock + "\"\ntls_listen = \"127.0.0.1:0\"\ntls_cert = \"" +
+                         certs.cert_file + "\"\ntls_key = \"" + certs.key_file + "\"\n")});
+  int port = tlsPort(readLine(child.out));
+  ASSERT_GT(port, 0);
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto tokenFor = [&](const std::string& user) {
+      auto r = root.post("/v1/tokens", R"({"name":"t","user":")" + user + "\"}");
+      EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().toString());
+      return r.ok() ? nlohmann::json::parse(r->body) : nlohmann::json::object();
+    };
+    nlohmann::json alice_token = tokenFor("alice");
+    nlohmann::json bob_token = tokenFor("bob");
+    net::HttpClient alice(
+        net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, alice_token.value("token", "")),
+        std::chrono::seconds(10));
+    net::HttpClient bob(
+        net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, bob_token.value("token", "")),
+        std::chrono::seconds(10));
+    auto submitted = alice.post("/v1/jobs", api::toJson(testing::makeSpec(500)).dump());
+    ASSERT_TRUE(submitted.ok()) << submitted.status().toString();
+    ASSERT_EQ(submitted->status, 201) << submitted->body;
+    int64_t id = nlohmann::json::parse(submitted->body)["ids"][0].get<int64_t>();
+    auto shown = alice.get("/v1/jobs/" + std::to_string(id));
+    ASSERT_TRUE(shown.ok());
+    EXPECT_EQ(nlohmann::json::parse(shown->body)["user"], "alice");
+    auto bob_cancel = bob.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(bob_cancel.ok());
+    EXPECT_EQ(bob_cancel->status, 403) << bob_cancel->body;
+    EXPECT_EQ(bob.get("/v1/jobs/" + std::to_string(id))->status, 403);
+    EXPECT_EQ(bob.post("/v1/nodes/gpu-01/drain", R"({"reason":"x"})")->status, 403);
+    EXPECT_EQ(bob.post("/v1/join-tokens", "")->status, 403);
+    auto alice_cancel = alice.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(alice_cancel.ok());
+    EXPECT_EQ(alice_cancel->status, 200) << alice_cancel->body;
+    // bob sees only his own token; he cannot revoke alice's; she can.
+    auto bobs = bob.get("/v1/tokens");
+    ASSERT_TRUE(bobs.ok());
+    EXPECT_EQ(nlohmann::json::parse(bobs->body)["tokens"].size(), 1u);
+    std::string alice_path = "/v1/tokens/" + std::to_string(alice_token.value("id", 0));
+    EXPECT_EQ(bob.del(alice_path)->status, 403);
+    EXPECT_EQ(alice.del(alice_path)->status, 200);
+    auto after = alice.get("/v1/jobs");
+    ASSERT_TRUE(after.ok());
+    EXPECT_EQ(after->status, 401) << after->body;
+    EXPECT_NE(after->body.find("revoked"), std::string::npos) << after->body;
+    EXPECT_EQ(bob.get("/v1/jobs")->status, 200);
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
+// An agent over TLS: its join token is exchanged for a node credential in `welcome`; the
+// credential works on reconnect, the used one-time join token does not, and a credential
+// speaks only for its node.
+TEST_F(GpooldTest, AgentJoinsWithAJoinTokenAndReconnectsWithItsCredential) {
+  net::testing::TestCerts certs;
+  ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs).isOk());
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child =
+      spawn({"--config",
+             writeConfig("socket = \"" + sock + "\"\ntls_listen = \"127.0.0.1:0\"\ntls_cert = \"" +
+                         certs.cert_file + "\"\ntls_key = \"" + certs.key_file + "\"\n")});
+  int port = tlsPort(readLine(child.out));
+  ASSERT_GT(port, 0);
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto made = root.post("/v1/join-tokens", R"({"expires_in":"1h"})");
+    ASSERT_TRUE(made.ok() && made->status == 201);
+    std::string join = nlohmann::json::parse(made->body)["token"];
+    nlohmann::json hello{
+        {"v", 1},
+        {"type", "hello"},
+        {"seq", 1},
+        {"ack", 0},
+        {"body",
+         {{"node",
+           {{"name", "edge-01"},
+            {"hostname", "edge-01"},
+            {"labels", nlohmann::json::object()},
+            {"cpu_millis", 16000},
+            {"ram_mib", 65536},
+            {"agent_version", "test"},
+            {"os", "Linux"},
+            {"cgroup", "none"}}},
+          {"gpus", {{"gpus", nlohmann::json::array()}, {"links", nlohmann::json::array()}}},
+          {"tasks", nlohmann::json::array()}}}};
+    // Connects with `token`, says hello as `node`; returns the welcome body (or the close
+    // reason as {"closed": why}).
+    auto exchange = [&](const std::string& token, const std::string& node) {
+      net::testing::Waiter waiter;
+      nlohmann::json result;
+      net::WebSocketClientOptions ws;
+      ws.endpoint = net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, token);
+      ws.target = "/v1/agent";
+      ws.initial_backoff = std::chrono::seconds(30);  // one attempt is enough here
+      net::WebSocketClient* client = nullptr;
+      nlohmann::json h = hello;
+      h["body"]["node"]["name"] = node;
+      ws.on_connect = [&] { (void)client->send(h.dump()); };
+      ws.on_message = [&](std::string text) {
+        auto m = nlohmann::json::parse(text, nullptr, false);
+        if (m.is_object() && m.value("type", "") == "welcome") {
+          waiter.update([&] { result = m["body"]; });
+        }
+      };
+      ws.on_disconnect = [&](const Status& why) {
+        waiter.update([&] {
+          if (result.is_null()) result = {{"closed", why.toString()}};
+        });
+      };
+      net::WebSocketClient c(ws);
+      client = &c;
+      c.start();
+      EXPECT_TRUE(waiter.waitFor([&] { return !result.is_null(); }));
+      c.stop();
+      return result;
+    };
+    nlohmann::json welcome = exchange(join, "edge-01");
+    ASSERT_TRUE(welcome.contains("node_credential")) << welcome.dump();
+    std::string credential = welcome["node_credential"];
+    EXPECT_EQ(credential.rfind("node.", 0), 0u);
+    // Reconnect with the credential: welcomed, no new credential.
+    nlohmann::json again = exchange(credential, "edge-01");
+    EXPECT_TRUE(again.contains("node_epoch")) << again.dump();
+    EXPECT_FALSE(again.contains("node_credential"));
+    // The one-time join token is spent; the credential is no other node's.
+    EXPECT_TRUE(exchange(join, "edge-02").contains("closed"));
+    EXPECT_TRUE(exchange(credential, "edge-02").contains("closed"));
+    // Nor does the credential open REST routes.
+    net::HttpClient as_node(net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, credential),
+                            std::chrono::seconds(10));
+    EXPECT_EQ(as_node.get("/v1/jobs")->status, 403);
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
+TEST_F(GpooldTest, BadTlsConfigurationExitsWithTwo) {
+  // No certificate, an unreadable key, a bad port, a certificate without a listener.
+  for (std::string extra :
+       std::vector<std::string>{std::string("tls_listen = \"127.0.0.1:0\"\n"),
+                                std::string("tls_listen = \"127.0.0.1:0\"\ntls_cert = "
+                                            "\"/nonexistent.pem\"\ntls_key = \"/x.key\"\n"),
+                                std::string("tls_listen = \"127.0.0.1:99999\"\n"),
+                                std::string("tls_cert = \"/a.pem\"\n")}) {
+    Child child = spawn({"--config", writeConfig(extra), "--once"});
+    EXPECT_EQ(waitExit(child), 2) << extra;
+  }
 }
 
 // controller.api_threads sizes the API server's thread pool: they are all running once gpoold

@@ -136,12 +136,12 @@ TEST_P(CatalogTest, ApiTokensAreFoundByHashAndRevocable) {
   t.description = "laptop";
   t.created = at(0);
   t.expires = at(86400);
-  auto id = store().createToken(t);
+  auto id = store().createToken(t, "admin");
   ASSERT_TRUE(id.ok()) << id.status().toString();
-  EXPECT_EQ(store().createToken(t).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store().createToken(t, "admin").status().code(), StatusCode::kAlreadyExists);
   t.hash = "other";
   t.expires.reset();
-  auto id2 = store().createToken(t);
+  auto id2 = store().createToken(t, "admin");
   ASSERT_TRUE(id2.ok());
   EXPECT_NE(*id, *id2);
 
@@ -154,15 +154,78 @@ TEST_P(CatalogTest, ApiTokensAreFoundByHashAndRevocable) {
   EXPECT_FALSE(found->revoked.has_value());
   EXPECT_EQ(store().findToken("missing").status().code(), StatusCode::kNotFound);
 
-  ASSERT_TRUE(store().revokeToken(*id, at(50)).isOk());
+  ASSERT_TRUE(store().revokeToken(*id, at(50), "alice").isOk());
   // Revoking twice keeps the first time.
-  ASSERT_TRUE(store().revokeToken(*id, at(60)).isOk());
+  ASSERT_TRUE(store().revokeToken(*id, at(60), "alice").isOk());
   found = store().findToken("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
   ASSERT_TRUE(found.ok());
   EXPECT_EQ(found->revoked, at(50));
-  EXPECT_EQ(store().revokeToken(999999, at(60)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(store().revokeToken(999999, at(60), "alice").code(), StatusCode::kNotFound);
   EXPECT_EQ(store().listTokens("alice")->size(), 2u);
   EXPECT_TRUE(store().listTokens("bob")->empty());
+  EXPECT_EQ(found->kind, "user");
+  EXPECT_FALSE(found->last_used.has_value());
+  ASSERT_TRUE(store().touchToken(*id2, at(70)).isOk());
+  EXPECT_EQ(store().getToken(*id2)->last_used, at(70));
+  EXPECT_EQ(store().getToken(999999).status().code(), StatusCode::kNotFound);
+  // Creation and revocation are audited (never with the hash).
+  auto audit = store().auditEvents(0, 100);
+  ASSERT_TRUE(audit.ok());
+  int created = 0, revoked = 0;
+  for (const AuditEvent& e : *audit) {
+    if (e.action == "create_token") ++created;
+    if (e.action == "revoke_token") ++revoked;
+    EXPECT_EQ(e.detail.find(t.hash), std::string::npos);
+  }
+  EXPECT_EQ(created, 2);
+  EXPECT_EQ(revoked, 2);
+}
+
+TEST_P(CatalogTest, JoinTokensAdmitNodesOnceAndNodeCredentialsAreUnique) {
+  TokenRecord join;
+  join.kind = kTokenKindJoin;
+  join.user = "root";
+  join.hash = "join-hash";
+  join.public_id = "00112233aabbccdd";
+  join.created = at(0);
+  join.expires = at(3600);
+  auto join_id = store().createToken(join, "root");
+  ASSERT_TRUE(join_id.ok()) << join_id.status().toString();
+  auto cred = [](const std::string& node, const std::string& hash) {
+    TokenRecord c;
+    c.kind = kTokenKindNode;
+    c.user = node;
+    c.node = node;
+    c.hash = hash;
+    c.created = at(10);
+    return c;
+  };
+  auto first = store().joinNode(*join_id, cred("gpu-01", "h1"), at(10));
+  ASSERT_TRUE(first.ok()) << first.status().toString();
+  EXPECT_EQ(store().getToken(*first)->node, "gpu-01");
+  EXPECT_EQ(store().getToken(*join_id)->uses, 1);
+  // One-time: a second node is refused.
+  EXPECT_EQ(store().joinNode(*join_id, cred("gpu-02", "h2"), at(20)).status().code(),
+            StatusCode::kFailedPrecondition);
+
+  join.hash = "join-hash-2";
+  join.reusable = true;
+  auto reusable = store().createToken(join, "root");
+  ASSERT_TRUE(reusable.ok());
+  ASSERT_TRUE(store().joinNode(*reusable, cred("gpu-02", "h2"), at(20)).ok());
+  // A node that has joined cannot join again while its credential stands ...
+  EXPECT_EQ(store().joinNode(*reusable, cred("gpu-01", "h3"), at(30)).status().code(),
+            StatusCode::kAlreadyExists);
+  // ... but can once it is revoked.
+  ASSERT_TRUE(store().revokeToken(*first, at(40), "root").isOk());
+  EXPECT_TRUE(store().joinNode(*reusable, cred("gpu-01", "h3"), at(40)).ok());
+  // Expired and revoked join tokens admit nobody.
+  EXPECT_EQ(store().joinNode(*reusable, cred("gpu-03", "h4"), at(3600)).status().code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().revokeToken(*reusable, at(50), "root").isOk());
+  EXPECT_EQ(store().joinNode(*reusable, cred("gpu-03", "h4"), at(60)).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().listTokens("").value().size(), 5u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CatalogTest,

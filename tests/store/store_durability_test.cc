@@ -64,7 +64,12 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
   // Turn the database back into what version 1 wrote.
   ASSERT_TRUE(store()
                   .execForTest("ALTER TABLE jobs DROP COLUMN uid; ALTER TABLE jobs DROP COLUMN "
-                               "hold; UPDATE schema_version SET version = 1 WHERE id = 1")
+                               "hold; DROP INDEX api_tokens_node; ALTER TABLE api_tokens DROP "
+                               "COLUMN kind; ALTER TABLE api_tokens DROP COLUMN public_id; ALTER "
+                               "TABLE api_tokens DROP COLUMN node_name; ALTER TABLE api_tokens "
+                               "DROP COLUMN reusable; ALTER TABLE api_tokens DROP COLUMN uses; "
+                               "ALTER TABLE api_tokens DROP COLUMN last_used; UPDATE "
+                               "schema_version SET version = 1 WHERE id = 1")
                   .isOk());
   reopen();
   auto version = store().schemaVersion();
@@ -181,7 +186,7 @@ TEST_P(DurabilityTest, ConcurrentWritersFailIndependently) {
         // Threads t and t + 4 race for the same hash in every round.
         token.hash = "hash-" + std::to_string(round) + "-" + std::to_string(t % 4);
         token.created = at(round);
-        auto r = store().createToken(token);
+        auto r = store().createToken(token, "admin");
         if (r.ok()) {
           ++created;
         } else if (r.status().code() == StatusCode::kAlreadyExists) {
