@@ -51,9 +51,8 @@ constexpr std::string_view kQuotaRole = "the admin role (or group-admin of that 
 // gpoold's permission errors name the caller and the action; the CLI adds which command needs
 // which role and what to do about it.
 Status explainDenied(Status s, std::string_view command, std::string_view role) {
-  if (s.code() != StatusCode::kPermissionDenied && s.code() != StatusCode::kUnauthenticated) {
-    return s;
-  }
+  // Unauthenticated (a refused API token) already says what to do about the token.
+  if (s.code() != StatusCode::kPermissionDenied) return s;
   return Status(s.code(), "permission denied: `gpool " + std::string(command) + "` needs " +
                               std::string(role) + " (gpoold: " + s.message() +
                               "); ask an admin, or run it as root on the controller's server");
@@ -258,7 +257,7 @@ std::string formatUser(const api::User& u) {
 }
 
 Status runUserList(const GlobalOptions& global) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/users"));
   if (global.json) {
     printJson(answer);
@@ -291,7 +290,7 @@ Result<json> getUser(ApiClient& api, const std::string& name) {
 
 Status runUserShow(const GlobalOptions& global, const std::string& name) {
   GPOOL_RETURN_IF_ERROR(validName(name, "user name", "USER"));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, getUser(api, name));
   if (global.json) {
     printJson(answer);
@@ -362,7 +361,7 @@ Status runUserAdd(const GlobalOptions& global, const UserArgs& a) {
     user["role"] = role;
   }
   if (a.default_qos_given) user["default_qos"] = a.default_qos;
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> existing = api.get("/v1/users/" + pathName(a.name));
   if (existing.ok()) {
     return Status::alreadyExists("user '" + a.name + "' already exists (change it with `gpool " +
@@ -386,7 +385,7 @@ Status runUserSet(const GlobalOptions& global, const UserArgs& a) {
     return Status::invalidArgument(
         "--groups replaces every group: use it alone, or --add-group/--remove-group");
   }
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> got = getUser(api, a.name);
   if (!got.ok()) return explainDenied(got.status(), "user set", kAdminRole);
   json user = *got;
@@ -420,7 +419,7 @@ Status runUserSet(const GlobalOptions& global, const UserArgs& a) {
 // DELETE `target`; prints "Removed <what>" or the JSON answer.
 Status removeThing(const GlobalOptions& global, const std::string& target, const std::string& what,
                    const std::string& command, std::string_view role) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> answer = api.del(target);
   if (!answer.ok()) return explainDenied(answer.status(), command, role);
   if (global.json) {
@@ -475,7 +474,7 @@ Result<api::Group> groupFrom(const json& j) {
 }
 
 Status runGroupList(const GlobalOptions& global) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/groups"));
   GPOOL_ASSIGN_OR_RETURN(Membership m, membership(api));
   if (global.json) {
@@ -513,7 +512,7 @@ Result<json> getGroup(ApiClient& api, const std::string& name) {
 
 Status runGroupShow(const GlobalOptions& global, const std::string& name) {
   GPOOL_RETURN_IF_ERROR(validName(name, "group name", "GROUP"));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, getGroup(api, name));
   GPOOL_ASSIGN_OR_RETURN(Membership m, membership(api));
   if (global.json) {
@@ -606,7 +605,7 @@ Status runGroupAdd(const GlobalOptions& global, const GroupArgs& a) {
     group["gid"] = gr->gr_gid;
   }
   if (a.project_dir_given) group["project_dir"] = a.project_dir;
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> existing = api.get("/v1/groups/" + pathName(a.name));
   if (existing.ok()) {
     return Status::alreadyExists("group '" + a.name + "' already exists (change it with `gpool " +
@@ -632,7 +631,7 @@ Status runGroupSet(const GlobalOptions& global, const GroupArgs& a) {
         "nothing to change: give --gid, --project-dir, --add-member, --remove-member, "
         "--add-admin or --remove-admin");
   }
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> got = getGroup(api, a.name);
   if (!got.ok()) return explainDenied(got.status(), "group set", kAdminRole);
   if (!a.gid.empty() || a.project_dir_given) {
@@ -657,7 +656,7 @@ Status runGroupSet(const GlobalOptions& global, const GroupArgs& a) {
 // the command takes it out of them too, once the delete itself was allowed.
 Status runGroupRemove(const GlobalOptions& global, const std::string& name) {
   GPOOL_RETURN_IF_ERROR(validName(name, "group name", "GROUP"));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(Membership m, membership(api));
   Result<json> answer = api.del("/v1/groups/" + pathName(name));
   if (!answer.ok()) return explainDenied(answer.status(), "group remove", kAdminRole);
@@ -743,7 +742,7 @@ Status runQuotaList(const GlobalOptions& global, const QuotaArgs& a) {
   if (!a.user.empty() && !a.group.empty()) {
     return Status::invalidArgument("give at most one of --user and --group");
   }
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/quotas"));
   json kept = json::array();
   for (const json& q : answer.value("quotas", json::array())) {
@@ -772,7 +771,7 @@ Status runQuotaList(const GlobalOptions& global, const QuotaArgs& a) {
 
 Status runQuotaShow(const GlobalOptions& global, const QuotaArgs& a) {
   GPOOL_ASSIGN_OR_RETURN(auto subject, quotaSubject(a));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> answer = api.get("/v1/quotas/" + subject.first + "/" + pathName(subject.second));
   if (!answer.ok() && answer.status().code() == StatusCode::kNotFound) {
     return Status::notFound(subject.first + " '" + subject.second +
@@ -798,7 +797,7 @@ Status runQuotaSet(const GlobalOptions& global, const QuotaArgs& a) {
       names += std::string(names.empty() ? "" : ", ") + "--" + f.flag;
     return Status::invalidArgument("nothing to set: give one or more of " + names);
   }
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   std::string target = "/v1/quotas/" + subject.first + "/" + pathName(subject.second);
   // Flags change the limits they name; the others keep their values.
   json limits = json::object();
@@ -911,7 +910,7 @@ Result<json> qosList(ApiClient& api) {
 }
 
 Status runQosList(const GlobalOptions& global) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, qosList(api));
   if (global.json) {
     printJson(answer);
@@ -948,7 +947,7 @@ Status runQosWrite(const GlobalOptions& global, const QosArgs& a, bool add) {
         "nothing to change: give --priority, --description, --preemptible, --no-preemptible, "
         "--max-gpus-per-user, --max-wall-time or --grace-time");
   }
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json all, qosList(api));
   json qos;
   for (const json& q : all.value("qos", json::array())) {
@@ -1008,7 +1007,7 @@ Status runDrain(const GlobalOptions& global, const std::string& node, const std:
     return Status::invalidArgument("--reason: say why the node is drained (gpool drain " + node +
                                    " --reason \"disk replacement\"); it shows in `gpool nodes`");
   }
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> answer =
       api.post("/v1/nodes/" + pathName(node) + "/drain", json{{"reason", reason}}.dump());
   if (!answer.ok()) {
@@ -1029,7 +1028,7 @@ Status runDrain(const GlobalOptions& global, const std::string& node, const std:
 }
 
 Status runResume(const GlobalOptions& global, const std::string& node) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> answer = api.post("/v1/nodes/" + pathName(node) + "/resume", "");
   if (!answer.ok()) {
     Status s = answer.status();
@@ -1085,7 +1084,7 @@ Status runUsage(const GlobalOptions& global, const UsageArgs& a) {
   std::string query = "?by=" + a.by;
   if (!a.from.empty()) query += "&from=" + net::percentEncode(a.from);
   if (!a.to.empty()) query += "&to=" + net::percentEncode(a.to);
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> got = api.get("/v1/usage" + query);
   if (!got.ok()) {
     Status s = got.status();
@@ -1201,7 +1200,7 @@ Status printQuotas(const json& account) {
 }
 
 Status runAccount(const GlobalOptions& global, bool quota_only) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json account, accountOf(api));
   if (global.json) {
     printJson(quota_only ? json{{"user", account.value("user", "")},

@@ -1,31 +1,187 @@
 #include "cli/api_client.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <vector>
 
 #include "api/json_reader.h"
+#include "cli/client_commands.h"
 
 namespace gpool::cli {
 
-ApiClient::ApiClient(std::string socket)
-    : socket_(std::move(socket)), http_(net::ClientEndpoint::unixSocket(socket_)) {}
+namespace {
+
+constexpr std::string_view kTokenHint =
+    "create one with `gpool token create` on the controller's server (over its Unix socket), "
+    "then set GPOOL_TOKEN or save it with `gpool token create --save`";
+
+// HOST:PORT or [IPv6]:PORT.
+Status parseServer(const std::string& text, std::string* host, int* port) {
+  auto bad = [&] {
+    return Status::invalidArgument("--server '" + text +
+                                   "': expected HOST:PORT, the controller's TLS listener "
+                                   "(controller.tls_listen), e.g. gpu-ctl.example.org:6443");
+  };
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return bad();
+  std::string h = text.substr(0, colon);
+  if (h.front() == '[') {
+    if (h.size() < 3 || h.back() != ']') return bad();
+    h = h.substr(1, h.size() - 2);
+  } else if (h.find(':') != std::string::npos) {
+    return bad();  // an IPv6 address needs brackets
+  }
+  std::string_view p = std::string_view(text).substr(colon + 1);
+  int n = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), n);
+  if (ec != std::errc() || end != p.data() + p.size() || n < 1 || n > 65535) return bad();
+  *host = h;
+  *port = n;
+  return Status::ok();
+}
+
+std::string homeDir() {
+  const char* home = std::getenv("HOME");
+  if (home && *home) return home;
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  if (getpwuid_r(geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && pw.pw_dir) {
+    return pw.pw_dir;
+  }
+  return "";
+}
+
+bool fileExists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+std::string defaultTokenFile() {
+  std::string home = homeDir();
+  return home.empty() ? "" : home + "/.config/gpool/token";
+}
+
+Result<std::string> readTokenFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) {
+      return Status::invalidArgument("token file " + path +
+                                     " does not exist (save a token there with `gpool token "
+                                     "create --save`, or set GPOOL_TOKEN)");
+    }
+    return Status::ioError("cannot read token file " + path + ": " + std::strerror(errno));
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::permissionDenied("token file " + path + " has mode " + mode +
+                                    ": it must not be accessible by group or others, so it "
+                                    "is not used; fix it with `chmod 600 " +
+                                    path + "`");
+  }
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    if (in.eof()) return Status::invalidArgument("token file " + path + " is empty");
+    return Status::ioError("cannot read token file " + path);
+  }
+  size_t b = line.find_first_not_of(" \t\r");
+  size_t e = line.find_last_not_of(" \t\r");
+  if (b == std::string::npos) return Status::invalidArgument("token file " + path + " is empty");
+  return line.substr(b, e - b + 1);
+}
+
+Result<ControllerTarget> controllerTarget(const GlobalOptions& global) {
+  ControllerTarget t;
+  if (global.server.empty()) {
+    t.endpoint = net::ClientEndpoint::unixSocket(global.socket);
+    return t;
+  }
+  std::string host;
+  int port = 0;
+  GPOOL_RETURN_IF_ERROR(parseServer(global.server, &host, &port));
+  // An explicit --token-file wins over the environment, the environment over the default file.
+  std::string token;
+  const char* env = std::getenv("GPOOL_TOKEN");
+  if (!global.token_file.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(token, readTokenFile(global.token_file));
+    t.token_source = "--token-file " + global.token_file;
+  } else if (env && *env) {
+    token = env;
+    t.token_source = "$GPOOL_TOKEN";
+  } else {
+    std::string path = defaultTokenFile();
+    if (!path.empty() && fileExists(path)) {
+      GPOOL_ASSIGN_OR_RETURN(token, readTokenFile(path));
+      t.token_source = path;
+    }
+  }
+  if (token.empty()) {
+    return Status::unauthenticated(
+        "no API token for --server " + global.server +
+        " (set GPOOL_TOKEN, name a file with --token-file, or save one in ~/.config/gpool/token "
+        "with mode 0600): " +
+        std::string(kTokenHint));
+  }
+  t.endpoint = net::ClientEndpoint::tls(host, port, global.ca_file, token);
+  return t;
+}
+
+ApiClient::ApiClient(ControllerTarget target)
+    : target_(std::move(target)), http_(std::make_unique<net::HttpClient>(target_.endpoint)) {}
+
+Result<ApiClient> ApiClient::connect(const GlobalOptions& global) {
+  GPOOL_ASSIGN_OR_RETURN(ControllerTarget t, controllerTarget(global));
+  return ApiClient(std::move(t));
+}
 
 Result<json> ApiClient::call(net::Method method, const std::string& target, std::string body) {
-  Result<net::Response> r = http_.request(method, target, std::move(body));
+  const net::ClientEndpoint& ep = target_.endpoint;
+  Result<net::Response> r = http_->request(method, target, std::move(body));
   if (!r.ok()) {
-    if (r.status().code() == StatusCode::kUnavailable) {
+    if (r.status().code() == StatusCode::kUnavailable && ep.isUnix()) {
       return Status::unavailable(
-          "cannot reach gpoold at unix:" + socket_ + " (" + r.status().message() +
+          "cannot reach gpoold at unix:" + ep.unix_socket_path + " (" + r.status().message() +
           "): is it running? Start it with `systemctl start gpoold` (or `gpoold --config "
           "FILE` with controller.socket set), or point --socket or GPOOL_SOCKET at its socket");
     }
-    return r.status().withContext("gpoold at unix:" + socket_);
+    if (r.status().code() == StatusCode::kUnavailable) {
+      const std::string& m = r.status().message();
+      bool handshake = m.find("TLS handshake") != std::string::npos;
+      bool certificate =
+          m.find("certificate") != std::string::npos || m.find("verify") != std::string::npos;
+      std::string hint;
+      if (handshake && certificate) {
+        hint = ep.ca_file.empty()
+                   ? ": the system's trust store does not accept gpoold's certificate; pass the "
+                     "CA that signed it with --ca FILE (or GPOOL_CA)"
+                   : ": the CA in " + ep.ca_file +
+                         " (--ca) did not sign gpoold's certificate, or the certificate does not "
+                         "name " +
+                         ep.host + "; pass the CA of controller.tls_cert with --ca FILE";
+      } else if (handshake) {
+        hint = ": is HOST:PORT gpoold's TLS listener (controller.tls_listen)?";
+      } else {
+        hint =
+            ": is gpoold running there with controller.tls_listen set, and the port reachable "
+            "from here?";
+      }
+      return Status::unavailable("cannot reach gpoold at " + ep.describe() + " (" + m + ")" + hint);
+    }
+    return r.status().withContext("gpoold at " + ep.describe());
   }
   Result<json> parsed = api::parseJsonText(r->body, "gpoold's answer");
   if (r->status >= 400) {
@@ -34,11 +190,32 @@ Result<json> ApiClient::call(net::Method method, const std::string& target, std:
       const json& e = (*parsed)["error"];
       std::string code = e.value("code", "internal");
       std::string message = e.value("message", "");
+      if (r->status == 401 && !ep.isUnix()) {
+        return Status::unauthenticated("gpoold at " + ep.describe() +
+                                       " refused the API token from " + target_.token_source +
+                                       ": " + message + "; " + std::string(kTokenHint));
+      }
       return Status(codeFromName(code), message);
     }
     return Status::internal("gpoold answered HTTP " + std::to_string(r->status) + ": " + r->body);
   }
   return parsed;
+}
+
+Result<std::string> ApiClient::callerName() {
+  if (!remote()) return currentUser();
+  GPOOL_ASSIGN_OR_RETURN(json account, get("/v1/account"));
+  if (!account.is_object() || !account.contains("user") || !account["user"].is_string()) {
+    return Status::internal("gpoold's account answer names no user");
+  }
+  return account["user"].get<std::string>();
+}
+
+Status requireLocal(const GlobalOptions& global, std::string_view command, std::string_view why) {
+  if (global.server.empty()) return Status::ok();
+  return Status::invalidArgument("`gpool " + std::string(command) +
+                                 "` does not work with --server: " + std::string(why) +
+                                 "; run it without --server on a server of the pool");
 }
 
 StatusCode codeFromName(std::string_view name) {

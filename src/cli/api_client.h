@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,8 +19,9 @@
 #include "net/http.h"
 
 // What every command that talks to gpoold shares (client, admin, interactive commands): the REST
-// client over the controller's Unix socket, JSON printing, the caller's Unix name, job references
-// and listing, and turning a failed command into its exit code. Internal to gpool_cli.
+// client over the controller's Unix socket or its TLS listener, JSON printing, the caller's Unix
+// name, job references and listing, and turning a failed command into its exit code. Internal to
+// gpool_cli.
 namespace gpool::cli {
 
 using nlohmann::json;
@@ -27,14 +29,45 @@ using nlohmann::json;
 // The page size the CLI asks for when it lists everything.
 constexpr int kPageSize = 1000;
 
-// The REST API over the controller's Unix socket: 2xx bodies as JSON, error bodies as the Status
-// they carry (code and message from {"error": {...}}). An unreachable socket is Unavailable with
-// a message saying how to start gpoold or point --socket at it.
+struct GlobalOptions;
+
+// Where the global options point: the controller's Unix socket (identity from the kernel), or
+// with --server its TLS listener with a bearer token. The one place that turns --socket,
+// --server, --ca and the token (--token-file, $GPOOL_TOKEN, ~/.config/gpool/token) into an
+// endpoint; ApiClient and the WebSocket commands (watch, queue --watch) use it.
+struct ControllerTarget {
+  net::ClientEndpoint endpoint;
+  // Where the token came from ("$GPOOL_TOKEN" or the file), for messages; empty for the socket.
+  std::string token_source;
+};
+
+// Errors: InvalidArgument for a --server that is not HOST:PORT or an unreadable --token-file;
+// PermissionDenied for a token file that group or others may read (as ssh refuses such keys);
+// Unauthenticated when --server is given and no token is found (the message says how to make
+// one).
+Result<ControllerTarget> controllerTarget(const GlobalOptions& global);
+
+// ~/.config/gpool/token ($HOME, else the passwd entry's home); empty when no home is known.
+std::string defaultTokenFile();
+
+// Reads a token file: the first line, blanks trimmed. PermissionDenied when group or others
+// have any access to it (chmod 600 fixes it), InvalidArgument when it is empty, IoError when
+// it cannot be read.
+Result<std::string> readTokenFile(const std::string& path);
+
+// The REST API of gpoold: 2xx bodies as JSON, error bodies as the Status they carry (code and
+// message from {"error": {...}}). An unreachable controller is Unavailable with a message saying
+// how to start gpoold or point --socket at it (over TLS: naming HOST:PORT, and --ca when the
+// server's certificate was not accepted); a token the server refuses (401) is Unauthenticated
+// naming where the token came from.
 //
 // Thread-safety: one thread at a time (it keeps one connection).
 class ApiClient {
  public:
-  explicit ApiClient(std::string socket);
+  explicit ApiClient(ControllerTarget target);
+  // The client for what the global options name (see controllerTarget for the errors). Every
+  // command that talks to gpoold builds its client here.
+  static Result<ApiClient> connect(const GlobalOptions& global);
 
   Result<nlohmann::json> call(net::Method method, const std::string& target, std::string body = {});
   Result<nlohmann::json> get(const std::string& target) { return call(net::Method::kGet, target); }
@@ -47,11 +80,19 @@ class ApiClient {
   Result<nlohmann::json> del(const std::string& target) {
     return call(net::Method::kDelete, target);
   }
+  bool remote() const { return !target_.endpoint.isUnix(); }
+  // Who gpoold takes the caller for: the local user over the socket; over TLS the token's
+  // owner (GET /v1/account), who need not have the same name here.
+  Result<std::string> callerName();
 
  private:
-  std::string socket_;
-  net::HttpClient http_;
+  ControllerTarget target_;
+  std::unique_ptr<net::HttpClient> http_;  // a pointer so that ApiClient can move
 };
+
+// InvalidArgument when --server is set: `command` needs the controller's machine (its local
+// files or processes); the message says where to run it instead.
+Status requireLocal(const GlobalOptions& global, std::string_view command, std::string_view why);
 
 // The StatusCode named `name` ("not_found"); kInternal for an unknown name.
 StatusCode codeFromName(std::string_view name);

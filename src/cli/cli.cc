@@ -3,11 +3,13 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 
 #include "cli/admin_commands.h"
 #include "cli/client_commands.h"
+#include "cli/token_commands.h"
 #include "cli/top_command.h"
 #include "cli/up_command.h"
 #include "cli/watch_command.h"
@@ -34,6 +36,20 @@ int runCli(const std::vector<std::string>& args) {
                  "/run/gpool/gpoold.sock)")
       ->type_name("PATH");
   app.add_flag("--json", global->json, "print JSON (the server's answer) instead of tables");
+  // Remote use: the controller's TLS listener with an API token instead of the Unix socket.
+  if (const char* env = std::getenv("GPOOL_SERVER")) global->server = env;
+  if (const char* env = std::getenv("GPOOL_CA")) global->ca_file = env;
+  app.add_option("--server", global->server,
+                 "the controller's TLS listener instead of the socket (default: $GPOOL_SERVER)")
+      ->type_name("HOST:PORT");
+  app.add_option("--ca", global->ca_file,
+                 "PEM file of the CA that signed gpoold's certificate (default: $GPOOL_CA, else "
+                 "the system's trust store)")
+      ->type_name("FILE");
+  app.add_option("--token-file", global->token_file,
+                 "file holding your API token, mode 0600 (default: $GPOOL_TOKEN, else "
+                 "~/.config/gpool/token)")
+      ->type_name("FILE");
 
   auto* version = app.add_subcommand("version", "Print the version of this gpool build");
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
@@ -43,6 +59,7 @@ int runCli(const std::vector<std::string>& args) {
   sim::registerSimCommands(app);
   registerUpCommands(app);
   registerWatchCommands(app, global);
+  registerTokenCommands(app, global);
 
   // CLI11 reports usage errors through exceptions; they stop here and become exit codes.
   try {

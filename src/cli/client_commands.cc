@@ -123,7 +123,7 @@ Result<SubmitPlan> planAlloc(const SubmitArgs& a) {
 
 Status runSubmit(const GlobalOptions& global, const SubmitArgs& a) {
   GPOOL_ASSIGN_OR_RETURN(SubmitPlan plan, planSubmit(global, a, "submit"));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   std::string target = "/v1/jobs";
   if (!plan.group.empty()) target += "?group=" + net::percentEncode(plan.group);
   GPOOL_ASSIGN_OR_RETURN(json answer, api.post(target, api::toJson(plan.spec).dump()));
@@ -174,7 +174,8 @@ Status watchLoop(const GlobalOptions& global, const std::function<Status()>& dra
   bool changed = false;
   bool live = false;
   net::WebSocketClientOptions o;
-  o.endpoint = net::ClientEndpoint::unixSocket(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ControllerTarget target, controllerTarget(global));
+  o.endpoint = target.endpoint;
   o.target = "/v1/watch?topics=jobs";
   o.initial_backoff = std::chrono::milliseconds(1000);
   o.max_backoff = std::chrono::milliseconds(10'000);
@@ -205,8 +206,15 @@ Status runQueue(const GlobalOptions& global, const QueueArgs& a) {
   if (a.all && !a.user.empty()) {
     return Status::invalidArgument("--all and --user exclude each other (--all: every user)");
   }
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   std::string query;
-  if (!a.all) query += "&user=" + net::percentEncode(a.user.empty() ? currentUser() : a.user);
+  if (!a.all) {
+    std::string user = a.user;
+    if (user.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(user, api.callerName());
+    }
+    query += "&user=" + net::percentEncode(user);
+  }
   bool every_state = false;
   std::string states;
   for (const std::string& item : a.states) {
@@ -229,7 +237,6 @@ Status runQueue(const GlobalOptions& global, const QueueArgs& a) {
   }
   if (!every_state) query += states.empty() ? activeStatesQuery() : states;
 
-  ApiClient api(global.socket);
   auto draw = [&]() -> Status {
     std::vector<json> raw;
     GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> jobs, listAll(api, query, &raw));
@@ -249,7 +256,7 @@ Status runQueue(const GlobalOptions& global, const QueueArgs& a) {
 
 Status runShow(const GlobalOptions& global, const std::string& job_text) {
   GPOOL_ASSIGN_OR_RETURN(JobRef ref, parseJobRef(job_text));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(uint64_t id, resolve(api, ref));
   GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/jobs/" + std::to_string(id)));
   if (global.json) {
@@ -275,12 +282,13 @@ Status runCancel(const GlobalOptions& global, const CancelArgs& a) {
         a.mine ? "give job ids or --mine, not both"
                : "which jobs? give job ids (gpool cancel 42 43) or --mine for all of yours");
   }
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   std::vector<std::string> targets = a.jobs;
   if (a.mine) {
+    GPOOL_ASSIGN_OR_RETURN(std::string me, api.callerName());
     GPOOL_ASSIGN_OR_RETURN(
         std::vector<api::Job> mine,
-        listAll(api, "&user=" + net::percentEncode(currentUser()) + activeStatesQuery(), nullptr));
+        listAll(api, "&user=" + net::percentEncode(me) + activeStatesQuery(), nullptr));
     for (const api::Job& job : mine)
       targets.push_back(std::to_string(job.id));
   }
@@ -329,7 +337,7 @@ Status runCancel(const GlobalOptions& global, const CancelArgs& a) {
 // ---------------------------------------------------------------- nodes
 
 Status runNodes(const GlobalOptions& global) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/nodes"));
   if (global.json) {
     printJson(answer);
@@ -362,7 +370,7 @@ std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& ar
   // Global options before the command: --socket takes a value.
   size_t i = 0;
   while (i < args.size() && args[i].size() > 1 && args[i][0] == '-') {
-    i += args[i] == "--socket" ? 2 : 1;
+    i += args[i].rfind("--", 0) == 0 && globalOptionTakesValue(args[i].substr(2)) ? 2 : 1;
   }
   if (i >= args.size() || (args[i] != "submit" && args[i] != "run")) return args;
   std::vector<std::string> kept(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
@@ -381,18 +389,24 @@ std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& ar
     bool has_value = name.find('=') != std::string::npos;
     name = name.substr(0, name.find('='));
     const SubmitFlagDef* def = findSubmitFlag(name);
-    bool global_flag = name == "socket" || name == "json" || name == "help" || name == "h";
+    bool global_flag =
+        globalOptionTakesValue(name) || name == "json" || name == "help" || name == "h";
     if (!def && !global_flag) {
       // CLI11 would only say "not expected"; submit names the flag and suggests one.
       if (global->submit_error.empty()) global->submit_error = unknownSubmitFlag(name);
       continue;
     }
     kept.push_back(arg);
-    if (!has_value && ((def && def->value_name) || name == "socket") && i + 1 < args.size()) {
+    if (!has_value && ((def && def->value_name) || globalOptionTakesValue(name)) &&
+        i + 1 < args.size()) {
       kept.push_back(args[++i]);  // its value
     }
   }
   return kept;
+}
+
+bool globalOptionTakesValue(const std::string& name) {
+  return name == "socket" || name == "server" || name == "ca" || name == "token-file";
 }
 
 std::string defaultSocketPath() {

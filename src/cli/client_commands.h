@@ -17,6 +17,10 @@ namespace gpool::cli {
 struct GlobalOptions {
   std::string socket;  // the controller's Unix socket
   bool json = false;   // print the server's JSON instead of tables
+  // The controller's TLS listener (HOST:PORT) instead of the socket; empty: the socket.
+  std::string server;
+  std::string ca_file;     // --ca: the CA of gpoold's certificate; empty: the system's
+  std::string token_file;  // --token-file; empty: $GPOOL_TOKEN, else ~/.config/gpool/token
   // What follows submit's options: the script and its arguments, or (after "--") the command.
   // CLI11 cannot stop at the first positional of a subcommand, so splitSubmitArguments takes
   // them off the command line before CLI11 parses the rest.
@@ -34,6 +38,9 @@ std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& ar
 
 // $GPOOL_SOCKET when set and non-empty, else /run/gpool/gpoold.sock.
 std::string defaultSocketPath();
+
+// Whether the global option `name` (without dashes: "socket", "server") takes a value.
+bool globalOptionTakesValue(const std::string& name);
 
 // Adds the client commands to `app`. A failing command prints "gpool: <message>" on stderr and
 // ends through CLI::RuntimeError carrying exitCodeFor(code) (docs/cli-exit-codes.md).

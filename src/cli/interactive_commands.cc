@@ -238,7 +238,7 @@ Status elsewhere(const api::Job& job, const api::Allocation& alloc, const Status
 
 Status runLogs(const GlobalOptions& global, const LogsArgs& a) {
   GPOOL_ASSIGN_OR_RETURN(JobRef ref, parseJobRef(a.job));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(uint64_t id, resolve(api, ref));
   LogCursor c;
   c.id = id;
@@ -284,7 +284,7 @@ Status runLogs(const GlobalOptions& global, const LogsArgs& a) {
 // ---------------------------------------------------------------- run
 
 Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* exit_code) {
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   std::string target = "/v1/jobs";
   if (!plan.group.empty()) target += "?group=" + net::percentEncode(plan.group);
   InterruptCounter interrupts;
@@ -374,8 +374,11 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
 
 Status runShell(const GlobalOptions& global, const std::string& job_text, uint32_t task,
                 const std::vector<std::string>& command, bool fork_and_wait, int* exit_code) {
+  GPOOL_RETURN_IF_ERROR(
+      requireLocal(global, fork_and_wait ? "alloc" : "shell",
+                   "the shell joins the job through the gpool-agent of the server it runs on"));
   GPOOL_ASSIGN_OR_RETURN(JobRef ref, parseJobRef(job_text));
-  ApiClient api(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(uint64_t id, resolve(api, ref));
   GPOOL_ASSIGN_OR_RETURN(api::Job job, fetchJob(api, id));
   if (::geteuid() != 0 && job.uid != ::geteuid()) {
@@ -463,7 +466,10 @@ Status runShell(const GlobalOptions& global, const std::string& job_text, uint32
 // ---------------------------------------------------------------- alloc
 
 Status runAlloc(const GlobalOptions& global, const SubmitPlan& plan, int* exit_code) {
-  ApiClient api(global.socket);
+  // Checked before submitting: an allocation nobody can enter would only hold GPUs.
+  GPOOL_RETURN_IF_ERROR(requireLocal(
+      global, "alloc", "its shell joins the job through the gpool-agent of the server it runs on"));
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   std::string target = "/v1/jobs";
   if (!plan.group.empty()) target += "?group=" + net::percentEncode(plan.group);
   GPOOL_ASSIGN_OR_RETURN(json answer, api.post(target, api::toJson(plan.spec).dump()));

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_reader.h"
+#include "cli/api_client.h"
 #include "common/status.h"
 #include "net/client.h"
 
@@ -31,23 +32,8 @@ struct TopArgs {
   bool once = false;
 };
 
-Result<json> fetchGpus(const std::string& socket) {
-  net::HttpClient http(net::ClientEndpoint::unixSocket(socket));
-  Result<net::Response> r = http.request(net::Method::kGet, "/v1/gpus", "");
-  if (!r.ok()) {
-    return Status::unavailable("cannot reach gpoold at unix:" + socket + " (" +
-                               r.status().message() +
-                               "): is it running? Point --socket or GPOOL_SOCKET at its socket");
-  }
-  GPOOL_ASSIGN_OR_RETURN(json body, api::parseJsonText(r->body, "gpoold's answer"));
-  if (r->status >= 400) {
-    std::string message = body.is_object() && body.contains("error")
-                              ? body["error"].value("message", r->body)
-                              : r->body;
-    if (r->status == 401 || r->status == 403) return Status::permissionDenied(message);
-    if (r->status == 404) return Status::notFound(message);
-    return Status::internal(message);
-  }
+Result<json> fetchGpus(ApiClient& api) {
+  GPOOL_ASSIGN_OR_RETURN(json body, api.get("/v1/gpus"));
   if (!body.contains("gpus") || !body["gpus"].is_array()) {
     return Status::internal("gpoold's GPU list has no 'gpus' array");
   }
@@ -177,8 +163,9 @@ Status runTop(const GlobalOptions& global, const TopArgs& args) {
     return Status::invalidArgument("--interval: must be between 0.1 and 3600 seconds");
   }
   bool live = !args.once && !global.json && ::isatty(STDOUT_FILENO) && ::isatty(STDIN_FILENO);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   if (!live) {
-    GPOOL_ASSIGN_OR_RETURN(json answer, fetchGpus(global.socket));
+    GPOOL_ASSIGN_OR_RETURN(json answer, fetchGpus(api));
     if (global.json) {
       std::cout << api::dumpJson(answer, 2) << "\n";
     } else {
@@ -192,7 +179,7 @@ Status runTop(const GlobalOptions& global, const TopArgs& args) {
   std::cout << "\x1b[?1049h\x1b[?25l" << std::flush;
   Status result;
   while (true) {
-    Result<json> answer = fetchGpus(global.socket);
+    Result<json> answer = fetchGpus(api);
     std::string frame;
     if (answer.ok()) {
       frame = formatTop(*answer, terminalWidth());

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/api_client.h"
+#include "cli/client_commands.h"
 #include "common/status.h"
 #include "net/client.h"
 
@@ -58,7 +60,8 @@ Status runWatch(const GlobalOptions& global, const WatchArgs& a) {
   bool ended = false;
   Status why;
   net::WebSocketClientOptions o;
-  o.endpoint = net::ClientEndpoint::unixSocket(global.socket);
+  GPOOL_ASSIGN_OR_RETURN(ControllerTarget controller, controllerTarget(global));
+  o.endpoint = controller.endpoint;
   o.target = target;
   o.on_message = [&](std::string text) {
     json m = json::parse(text, nullptr, false);
@@ -85,7 +88,8 @@ Status runWatch(const GlobalOptions& global, const WatchArgs& a) {
     std::lock_guard lock(mu);
     // The client would reconnect (and resume nothing): a watch ends with the connection.
     why = s.isOk() ? Status::unavailable("gpoold closed the connection")
-                   : Status(s.code(), "gpoold at unix:" + global.socket + ": " + s.message());
+                   : Status(s.code(),
+                            "gpoold at " + controller.endpoint.describe() + ": " + s.message());
     ended = true;
     cv.notify_all();
   };
