@@ -140,6 +140,12 @@ Result<ControllerTarget> controllerTarget(const GlobalOptions& global) {
   return t;
 }
 
+Status refusedToken(const ControllerTarget& target, std::string_view message) {
+  return Status::unauthenticated("gpoold at " + target.endpoint.describe() +
+                                 " refused the API token from " + target.token_source + ": " +
+                                 std::string(message) + "; " + std::string(kTokenHint));
+}
+
 ApiClient::ApiClient(ControllerTarget target)
     : target_(std::move(target)), http_(std::make_unique<net::HttpClient>(target_.endpoint)) {}
 
@@ -191,9 +197,7 @@ Result<json> ApiClient::call(net::Method method, const std::string& target, std:
       std::string code = e.value("code", "internal");
       std::string message = e.value("message", "");
       if (r->status == 401 && !ep.isUnix()) {
-        return Status::unauthenticated("gpoold at " + ep.describe() +
-                                       " refused the API token from " + target_.token_source +
-                                       ": " + message + "; " + std::string(kTokenHint));
+        return refusedToken(target_, message);
       }
       return Status(codeFromName(code), message);
     }

@@ -55,6 +55,10 @@ std::string defaultTokenFile();
 // it cannot be read.
 Result<std::string> readTokenFile(const std::string& path);
 
+// A 401 over TLS (`message`: gpoold's reason) as Unauthenticated naming the server, where the
+// token came from and how to get another.
+Status refusedToken(const ControllerTarget& target, std::string_view message);
+
 // The REST API of gpoold: 2xx bodies as JSON, error bodies as the Status they carry (code and
 // message from {"error": {...}}). An unreachable controller is Unavailable with a message saying
 // how to start gpoold or point --socket at it (over TLS: naming HOST:PORT, and --ca when the

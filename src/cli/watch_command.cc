@@ -90,6 +90,16 @@ Status runWatch(const GlobalOptions& global, const WatchArgs& a) {
     why = s.isOk() ? Status::unavailable("gpoold closed the connection")
                    : Status(s.code(),
                             "gpoold at " + controller.endpoint.describe() + ": " + s.message());
+    if (s.code() == StatusCode::kUnauthenticated && !controller.endpoint.isUnix()) {
+      // The refused upgrade carries gpoold's JSON error; its message says why (revoked...).
+      std::string m = s.message();
+      size_t brace = m.find('{');
+      json e = brace == std::string::npos ? json() : json::parse(m.substr(brace), nullptr, false);
+      if (e.is_object() && e.contains("error") && e["error"].is_object()) {
+        m = e["error"].value("message", m);
+      }
+      why = refusedToken(controller, m);
+    }
     ended = true;
     cv.notify_all();
   };

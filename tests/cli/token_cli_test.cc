@@ -189,6 +189,10 @@ TEST_F(TokenCliTest, ARevokedTokenIsRefusedWithAHint) {
   EXPECT_TRUE(contains(refused.err, "refused the API token from $GPOOL_TOKEN")) << refused.err;
   EXPECT_TRUE(contains(refused.err, "revoked")) << refused.err;
   EXPECT_TRUE(contains(refused.err, "gpool token create")) << refused.err;
+  // The live route's refused WebSocket upgrade says the same.
+  Output watch = remote(alice["token"], {"watch", "--count", "1"});
+  EXPECT_EQ(watch.rc, 4);
+  EXPECT_TRUE(contains(watch.err, "refused the API token from $GPOOL_TOKEN: token ")) << watch.err;
 
   EXPECT_EQ(local({"token", "revoke", "999"}).rc, 3);
   EXPECT_EQ(local({"token", "revoke", "x1"}).rc, 2);
