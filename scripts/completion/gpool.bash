@@ -7,22 +7,22 @@ _gpool() {
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local commands="submit run alloc logs shell queue show cancel nodes top watch up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
-  commands+=" user group quota qos drain resume usage account config"
-  local global="--socket --json --help --version"
+  commands+=" user group quota qos drain resume usage account config token join-token"
+  local global="--socket --server --ca --token-file --json --help --version"
   cmd=""
   local sub=""
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "${COMP_WORDS[i]}" in
-      --socket) ((i++)) ;;
+      --socket|--server|--ca|--token-file) ((i++)) ;;
       -*) ;;
       *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then
            sub="${COMP_WORDS[i]}"; fi ;;
     esac
   done
-  if [[ "$prev" == "--socket" ]]; then
-    COMPREPLY=($(compgen -f -- "$cur"))
-    return
-  fi
+  case "$prev" in
+    --socket|--ca|--token-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --server) return ;;
+  esac
   case "$cmd" in
     "")
       COMPREPLY=($(compgen -W "$commands $global" -- "$cur")) ;;
@@ -139,6 +139,25 @@ _gpool() {
       esac ;;
     top) COMPREPLY=($(compgen -W "--interval --once --help $global" -- "$cur")) ;;
     watch) COMPREPLY=($(compgen -W "--topics --after --count --help $global" -- "$cur")) ;;
+    token)
+      case "$prev" in
+        --user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
+        --name|--expires-in) return ;;
+      esac
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "create list revoke --help" -- "$cur")) ;;
+        create) COMPREPLY=($(compgen -W "--name --user --expires-in --save --help $global" \
+                  -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+      esac ;;
+    join-token)
+      case "$prev" in
+        --name|--expires-in) return ;;
+      esac
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "create --help" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "--name --expires-in --reusable --help $global" -- "$cur")) ;;
+      esac ;;
     *) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac
 }

@@ -21,6 +21,18 @@ TEST(SplitSubmitArguments, EverythingAfterTheScriptBelongsToIt) {
   EXPECT_TRUE(g.submit_error.empty());
 }
 
+// The remote options take a value wherever they stand, before submit or among its flags.
+TEST(SplitSubmitArguments, RemoteGlobalOptionsTakeTheirValues) {
+  GlobalOptions g;
+  EXPECT_EQ(
+      splitSubmitArguments({"--server", "h:1", "--ca", "ca.pem", "submit", "--token-file", "t",
+                            "--gpus", "1", "train.sh", "--ca", "x"},
+                           &g),
+      (Args{"--server", "h:1", "--ca", "ca.pem", "submit", "--token-file", "t", "--gpus", "1"}));
+  EXPECT_EQ(g.submit_args, (Args{"train.sh", "--ca", "x"}));
+  EXPECT_TRUE(g.submit_error.empty());
+}
+
 TEST(SplitSubmitArguments, DoubleDashStartsACommand) {
   GlobalOptions g;
   EXPECT_EQ(splitSubmitArguments({"submit", "--json", "--preemptible", "--", "python", "-u"}, &g),
