@@ -106,13 +106,19 @@ Result<std::string> readTokenFile(const std::string& path) {
 
 Result<ControllerTarget> controllerTarget(const GlobalOptions& global) {
   ControllerTarget t;
-  if (global.server.empty()) {
+  if (global.socket_given && global.server_given) {
+    return Status::invalidArgument(
+        "--socket and --server exclude each other: --socket for gpoold on this machine, "
+        "--server HOST:PORT for its TLS listener");
+  }
+  const std::string server = effectiveServer(global);
+  if (server.empty()) {
     t.endpoint = net::ClientEndpoint::unixSocket(global.socket);
     return t;
   }
   std::string host;
   int port = 0;
-  GPOOL_RETURN_IF_ERROR(parseServer(global.server, &host, &port));
+  GPOOL_RETURN_IF_ERROR(parseServer(server, &host, &port));
   // An explicit --token-file wins over the environment, the environment over the default file.
   std::string token;
   const char* env = std::getenv("GPOOL_TOKEN");
@@ -131,7 +137,7 @@ Result<ControllerTarget> controllerTarget(const GlobalOptions& global) {
   }
   if (token.empty()) {
     return Status::unauthenticated(
-        "no API token for --server " + global.server +
+        "no API token for --server " + server +
         " (set GPOOL_TOKEN, name a file with --token-file, or save one in ~/.config/gpool/token "
         "with mode 0600): " +
         std::string(kTokenHint));
@@ -216,7 +222,7 @@ Result<std::string> ApiClient::callerName() {
 }
 
 Status requireLocal(const GlobalOptions& global, std::string_view command, std::string_view why) {
-  if (global.server.empty()) return Status::ok();
+  if (effectiveServer(global).empty()) return Status::ok();
   return Status::invalidArgument("`gpool " + std::string(command) +
                                  "` does not work with --server: " + std::string(why) +
                                  "; run it without --server on a server of the pool");

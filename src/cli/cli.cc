@@ -34,14 +34,16 @@ int runCli(const std::vector<std::string>& args) {
   app.add_option("--socket", global->socket,
                  "the controller's Unix socket (default: $GPOOL_SOCKET, else "
                  "/run/gpool/gpoold.sock)")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->each([global](const std::string&) { global->socket_given = true; });
   app.add_flag("--json", global->json, "print JSON (the server's answer) instead of tables");
   // Remote use: the controller's TLS listener with an API token instead of the Unix socket.
   if (const char* env = std::getenv("GPOOL_SERVER")) global->server = env;
   if (const char* env = std::getenv("GPOOL_CA")) global->ca_file = env;
   app.add_option("--server", global->server,
                  "the controller's TLS listener instead of the socket (default: $GPOOL_SERVER)")
-      ->type_name("HOST:PORT");
+      ->type_name("HOST:PORT")
+      ->each([global](const std::string&) { global->server_given = true; });
   app.add_option("--ca", global->ca_file,
                  "PEM file of the CA that signed gpoold's certificate (default: $GPOOL_CA, else "
                  "the system's trust store)")

@@ -405,6 +405,10 @@ std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& ar
   return kept;
 }
 
+std::string effectiveServer(const GlobalOptions& global) {
+  return global.socket_given && !global.server_given ? std::string() : global.server;
+}
+
 bool globalOptionTakesValue(const std::string& name) {
   return name == "socket" || name == "server" || name == "ca" || name == "token-file";
 }

@@ -21,6 +21,10 @@ struct GlobalOptions {
   std::string server;
   std::string ca_file;     // --ca: the CA of gpoold's certificate; empty: the system's
   std::string token_file;  // --token-file; empty: $GPOOL_TOKEN, else ~/.config/gpool/token
+  // Given on the command line (not from the environment): an explicit --socket beats
+  // $GPOOL_SERVER; both flags at once are an error (see effectiveServer).
+  bool socket_given = false;
+  bool server_given = false;
   // What follows submit's options: the script and its arguments, or (after "--") the command.
   // CLI11 cannot stop at the first positional of a subcommand, so splitSubmitArguments takes
   // them off the command line before CLI11 parses the rest.
@@ -38,6 +42,10 @@ std::vector<std::string> splitSubmitArguments(const std::vector<std::string>& ar
 
 // $GPOOL_SOCKET when set and non-empty, else /run/gpool/gpoold.sock.
 std::string defaultSocketPath();
+
+// The server the command talks to over TLS: --server, else $GPOOL_SERVER unless --socket was
+// given; empty for the Unix socket.
+std::string effectiveServer(const GlobalOptions& global);
 
 // Whether the global option `name` (without dashes: "socket", "server") takes a value.
 bool globalOptionTakesValue(const std::string& name);

@@ -252,7 +252,9 @@ Status runJoinCreate(const GlobalOptions& global, const JoinArgs& a) {
     printJson(*answer);
     return Status::ok();
   }
-  std::string server = global.server.empty() ? "CONTROLLER:6443" : global.server;
+  std::string server = effectiveServer(global);
+  bool placeholder = server.empty();
+  if (placeholder) server = "CONTROLLER:6443";
   std::string ca = global.ca_file.empty() ? "/etc/gpool/tls/ca.pem" : global.ca_file;
   std::cout << token << "\n" << std::flush;
   std::cerr << "Created " << (a.reusable ? "a reusable" : "a one-time") << " join token "
@@ -262,9 +264,8 @@ Status runJoinCreate(const GlobalOptions& global, const JoinArgs& a) {
             << "  gpool-agent --node NAME --server " << server << " --ca " << ca
             << " \\\n      --join-token " << token
             << " --token-file /var/lib/gpool/agent/credential\n\n"
-            << (global.server.empty()
-                    ? "(CONTROLLER:6443: the controller's controller.tls_listen address.) "
-                    : "")
+            << (placeholder ? "(CONTROLLER:6443: the controller's controller.tls_listen address.) "
+                            : "")
             << "The agent swaps it for its own credential, kept in --token-file.\n";
   return Status::ok();
 }

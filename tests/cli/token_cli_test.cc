@@ -85,10 +85,12 @@ class TokenCliTest : public ::testing::Test {
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
 
-  // gpool as root over the Unix socket. HOME is the test's, so no real token file is read.
+  // gpool as root over the Unix socket. HOME is the test's, so no real token file is read;
+  // $GPOOL_SERVER is set, and the explicit --socket beats it.
   Output local(std::vector<std::string> args) {
     args.insert(args.begin(), {"--socket", socket_});
-    return runProgram(kGpool, args, dir_.path(), {{"HOME", home_}, {"GPOOL_TOKEN", ""}});
+    return runProgram(kGpool, args, dir_.path(),
+                      {{"HOME", home_}, {"GPOOL_TOKEN", ""}, {"GPOOL_SERVER", server_}});
   }
 
   // gpool over TLS with `token` in GPOOL_TOKEN (empty: none) and --ca `ca` (empty: none).
@@ -222,6 +224,16 @@ TEST_F(TokenCliTest, ServerAndCaErrorsNameWhatIsWrong) {
       runProgram(kGpool, {"--server", "nowhere", "queue"}, dir_.path(), {{"HOME", home_}});
   EXPECT_EQ(bad_server.rc, 2);
   EXPECT_TRUE(contains(bad_server.err, "HOST:PORT")) << bad_server.err;
+  Output both = remote(alice, {"--socket", socket_, "queue"});
+  EXPECT_EQ(both.rc, 2);
+  EXPECT_TRUE(contains(both.err, "--socket and --server exclude each other")) << both.err;
+  // $GPOOL_SERVER (and $GPOOL_CA) stand in for the flags.
+  Output from_env = runProgram(kGpool, {"queue", "--json"}, dir_.path(),
+                               {{"HOME", home_},
+                                {"GPOOL_TOKEN", alice},
+                                {"GPOOL_SERVER", server_},
+                                {"GPOOL_CA", certs_.ca_file}});
+  EXPECT_EQ(from_env.rc, 0) << from_env.err;
 }
 
 TEST_F(TokenCliTest, TokenFilesMustBePrivate) {
