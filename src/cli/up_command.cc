@@ -357,8 +357,16 @@ void submitOne(const std::string& socket, const DemoJob& d, const std::string& h
   net::HttpClient client(net::ClientEndpoint::unixSocket(socket), std::chrono::seconds(10));
   Result<net::Response> r = client.post("/v1/jobs", api::toJson(spec).dump());
   if (!r.ok()) {
-    std::printf("  %-16s %-18s not submitted: %s\n", d.name.c_str(), as_user.c_str(),
-                r.status().message().c_str());
+    std::string hint;
+    if (r.status().message().find("Permission denied") != std::string::npos) {
+      // Root's demo submits as the demo users, who must be able to enter every folder above
+      // the socket; a private --dir (or GPOOL_UP_DIR) such as one under /root stops them.
+      hint = " (" + as_user + " cannot reach " + socket +
+             ": give the pool a --dir that every user can enter, such as the default " +
+             "/var/lib/gpool/up)";
+    }
+    std::printf("  %-16s %-18s not submitted: %s%s\n", d.name.c_str(), as_user.c_str(),
+                r.status().message().c_str(), hint.c_str());
     return;
   }
   json body = json::parse(r->body, nullptr, false);
