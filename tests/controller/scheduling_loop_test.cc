@@ -341,6 +341,68 @@ TEST_F(SchedulingLoopTest, DependenciesWaitThenStartOrAreCancelled) {
   EXPECT_EQ(ctl_->store->getJob(d)->reason, "DependencyNeverSatisfied");
 }
 
+// What admins keep in the store applies at the next pass: a user's and a group's GPU cap (the
+// api's max_gpus; 0 forbids GPUs) and the QoS levels `gpool qos add` creates.
+TEST_F(SchedulingLoopTest, StoredQuotasAndQosLevelsApplyAtTheNextPass) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  for (const char* name : {"ml", "vision"}) {
+    api::Group group;
+    group.name = name;
+    ASSERT_TRUE(store::saveApiGroup(*ctl_->store, group).isOk());
+  }
+  api::User user;
+  user.name = "alice";
+  user.uid = 1001;
+  user.groups = {"ml", "vision"};
+  ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
+  api::Quota one_gpu;
+  one_gpu.max_gpus_milli = 1000;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", one_gpu,
+                                  "root", clock_.now())
+                  .isOk());
+  int64_t first = submit(makeSpec(1000));
+  int64_t second = submit(makeSpec(1000));
+  pass();
+  EXPECT_EQ(state(first), "RUNNING");
+  EXPECT_EQ(state(second), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(second)->reason, "AssocMaxGpuPerUser");
+
+  api::Quota two_gpus;
+  two_gpus.max_gpus_milli = 2000;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", two_gpus,
+                                  "root", clock_.now())
+                  .isOk());
+  pass();
+  EXPECT_EQ(state(second), "RUNNING");
+
+  // A group quota of 0 GPUs forbids them to the group's jobs.
+  api::Quota none;
+  none.max_gpus_milli = 0;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kGroup, "vision", none, "root",
+                                  clock_.now())
+                  .isOk());
+  ASSERT_TRUE(
+      ctl_->store->deleteQuota(store::QuotaSubject::kUser, "alice", "root", clock_.now()).isOk());
+  int64_t forbidden = submit(makeSpec(250), "vision");
+  pass();
+  EXPECT_EQ(state(forbidden), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(forbidden)->reason, "GroupQuota");
+
+  // A QoS level the store does not know leaves the job pending; created, it is placed.
+  api::JobSpec urgent = makeSpec(1000);
+  urgent.qos = "urgent";
+  int64_t urgent_id = submit(urgent);
+  pass();
+  EXPECT_EQ(state(urgent_id), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(urgent_id)->reason, "InvalidQOS");
+  api::Qos level;
+  level.name = "urgent";
+  level.priority = 100;
+  ASSERT_TRUE(store::saveApiQos(*ctl_->store, level).isOk());
+  pass();
+  EXPECT_EQ(state(urgent_id), "RUNNING");
+}
+
 // "--array 0-3%2": at most two elements run at once, although the node has room for all four;
 // the others wait with JobArrayTaskLimit and start as running ones end.
 TEST_F(SchedulingLoopTest, ArrayLimitRunsAtMostNElementsAtOnce) {
