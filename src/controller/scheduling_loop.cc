@@ -16,50 +16,6 @@ namespace gpool::controller {
 
 namespace {
 
-// The pass's policy: the configured one plus what admins keep in the store (`gpool qos`,
-// `gpool quota`), read at every pass so that a change applies at the next one. A store QoS level
-// replaces a configured one of the same name. Quota fields the scheduler library has no knob for
-// (GPU-hours per period, memory and compute caps, run time, priority_weight) are not applied here.
-Result<sched::SchedulerConfig> passConfig(store::Store& store, const sched::SchedulerConfig& base) {
-  sched::SchedulerConfig cfg = base;
-  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> levels, store::loadApiQos(store));
-  for (const api::Qos& q : levels) {
-    sched::QosLevel level;
-    level.name = q.name;
-    level.priority = q.priority;
-    level.preemptible = q.preemptible;
-    level.max_gpus_per_user = q.max_gpus_per_user_milli.value_or(0);
-    auto same = std::find_if(cfg.qos_levels.begin(), cfg.qos_levels.end(),
-                             [&](const sched::QosLevel& l) { return l.name == q.name; });
-    if (same != cfg.qos_levels.end()) {
-      level.can_preempt = same->can_preempt;
-      *same = level;
-    } else {
-      cfg.qos_levels.push_back(level);
-    }
-  }
-  GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> quotas, store.listQuotas());
-  for (const store::QuotaRecord& r : quotas) {
-    const std::string where =
-        std::string(r.subject == store::QuotaSubject::kUser ? "user" : "group") + " " + r.name +
-        "'s quota";
-    GPOOL_ASSIGN_OR_RETURN(nlohmann::json j, api::parseJsonText(r.limits_json, where));
-    api::Quota quota;
-    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &quota, where));
-    // The api's max_gpus 0 forbids GPUs, where the library's 0 means no cap: one thousandth
-    // of a GPU is below any slice a job can ask for, so nothing with a GPU fits under it.
-    uint64_t cap = quota.max_gpus_milli ? std::max<uint64_t>(*quota.max_gpus_milli, 1) : 0;
-    if (r.subject == store::QuotaSubject::kUser) {
-      cfg.users[r.name].max_gpus = cap;
-    } else {
-      sched::GroupPolicy& group = cfg.groups[r.name];
-      group.max_gpus = cap;
-      group.quota = quota.guaranteed_gpus_milli;
-    }
-  }
-  return cfg;
-}
-
 sched::Node schedNodeFor(const api::Node& node) {
   sched::Node out;
   out.name = node.name;
@@ -168,6 +124,49 @@ bool endedBadly(const std::string& state) {
 }
 
 }  // namespace
+
+Result<sched::SchedulerConfig> schedulerConfigWithStorePolicy(store::Store& store,
+                                                              const sched::SchedulerConfig& base) {
+  sched::SchedulerConfig cfg = base;
+  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> levels, store::loadApiQos(store));
+  for (const api::Qos& q : levels) {
+    sched::QosLevel level;
+    level.name = q.name;
+    level.priority = q.priority;
+    level.preemptible = q.preemptible;
+    level.max_gpus_per_user = q.max_gpus_per_user_milli.value_or(0);
+    auto same = std::find_if(cfg.qos_levels.begin(), cfg.qos_levels.end(),
+                             [&](const sched::QosLevel& l) { return l.name == q.name; });
+    if (same != cfg.qos_levels.end()) {
+      level.can_preempt = same->can_preempt;
+      *same = level;
+    } else {
+      cfg.qos_levels.push_back(level);
+    }
+  }
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> quotas, store.listQuotas());
+  for (const store::QuotaRecord& r : quotas) {
+    const std::string where =
+        std::string(r.subject == store::QuotaSubject::kUser ? "user" : "group") + " " + r.name +
+        "'s quota";
+    GPOOL_ASSIGN_OR_RETURN(nlohmann::json j, api::parseJsonText(r.limits_json, where));
+    api::Quota quota;
+    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &quota, where));
+    // The api's max_gpus 0 forbids GPUs, where the library's 0 means no cap: one thousandth
+    // of a GPU is below any slice a job can ask for, so nothing with a GPU fits under it.
+    uint64_t cap = quota.max_gpus_milli ? std::max<uint64_t>(*quota.max_gpus_milli, 1) : 0;
+    if (r.subject == store::QuotaSubject::kUser) {
+      cfg.users[r.name].max_gpus = cap;
+      cfg.fairshare.user_shares[r.name] = quota.priority_weight;
+    } else {
+      sched::GroupPolicy& group = cfg.groups[r.name];
+      group.max_gpus = cap;
+      group.quota = quota.guaranteed_gpus_milli;
+      cfg.fairshare.group_shares[r.name] = quota.priority_weight;
+    }
+  }
+  return cfg;
+}
 
 SchedulingLoop::SchedulingLoop(store::Store& store, NodeRegistry& registry, AgentGateway& gateway,
                                Clock& clock, LoopOptions options)
@@ -351,7 +350,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
     jobs.push_back(std::move(sj));
   }
 
-  GPOOL_ASSIGN_OR_RETURN(sched::SchedulerConfig config, passConfig(store_, options_.scheduler));
+  GPOOL_ASSIGN_OR_RETURN(sched::SchedulerConfig config,
+                         schedulerConfigWithStorePolicy(store_, options_.scheduler));
   sched::SchedulerPass pass(*policy_);
   sched::Decisions decisions = pass.run(cluster, jobs, ledger_, config, now, random_);
 

@@ -403,6 +403,62 @@ TEST_F(SchedulingLoopTest, StoredQuotasAndQosLevelsApplyAtTheNextPass) {
   EXPECT_EQ(state(urgent_id), "RUNNING");
 }
 
+// The store's QoS levels and quotas, as the pass's scheduler sees them.
+TEST(SchedulerConfigWithStorePolicyTest, MapsQosLevelsAndQuotas) {
+  testing::TempDir dir;
+  auto store = testing::openStore(dir.path() + "/db");
+  SimClock clock;
+  api::Group vision;
+  vision.name = "vision";
+  ASSERT_TRUE(store::saveApiGroup(*store, vision).isOk());
+  api::User alice;
+  alice.name = "alice";
+  alice.uid = 1001;
+  ASSERT_TRUE(store::saveApiUser(*store, alice).isOk());
+  api::Qos normal;
+  normal.name = "normal";
+  normal.priority = 5;
+  api::Qos high;
+  high.name = "high";
+  high.priority = 100;
+  high.preemptible = true;
+  high.max_gpus_per_user_milli = 2000;
+  ASSERT_TRUE(store::saveApiQos(*store, normal).isOk());
+  ASSERT_TRUE(store::saveApiQos(*store, high).isOk());
+  api::Quota user_quota;
+  user_quota.max_gpus_milli = 0;  // forbids GPUs
+  user_quota.priority_weight = 7;
+  ASSERT_TRUE(store::saveApiQuota(*store, store::QuotaSubject::kUser, "alice", user_quota, "root",
+                                  clock.now())
+                  .isOk());
+  api::Quota group_quota;
+  group_quota.max_gpus_milli = 8000;
+  group_quota.guaranteed_gpus_milli = 3000;
+  group_quota.priority_weight = 3;
+  ASSERT_TRUE(store::saveApiQuota(*store, store::QuotaSubject::kGroup, "vision", group_quota,
+                                  "root", clock.now())
+                  .isOk());
+
+  sched::SchedulerConfig base;  // one configured level, "normal", priority 0
+  auto cfg = schedulerConfigWithStorePolicy(*store, base);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().toString();
+  ASSERT_EQ(cfg->qos_levels.size(), 2u);
+  EXPECT_EQ(cfg->qos_levels[0].name, "normal");
+  EXPECT_EQ(cfg->qos_levels[0].priority, 5u);  // the store's level replaced the configured one
+  EXPECT_EQ(cfg->qos_levels[1].name, "high");
+  EXPECT_EQ(cfg->qos_levels[1].priority, 100u);
+  EXPECT_TRUE(cfg->qos_levels[1].preemptible);
+  EXPECT_EQ(cfg->qos_levels[1].max_gpus_per_user, 2000u);
+  EXPECT_EQ(cfg->users.at("alice").max_gpus, 1u);  // 0 GPUs: below any slice
+  EXPECT_EQ(cfg->fairshare.user_shares.at("alice"), 7.0);
+  EXPECT_EQ(cfg->groups.at("vision").max_gpus, 8000u);
+  EXPECT_EQ(cfg->groups.at("vision").quota, 3000u);
+  EXPECT_EQ(cfg->fairshare.group_shares.at("vision"), 3.0);
+  // The base stays as it was: the next pass starts from the configuration again.
+  EXPECT_EQ(base.qos_levels.size(), 1u);
+  EXPECT_TRUE(base.users.empty());
+}
+
 // "--array 0-3%2": at most two elements run at once, although the node has room for all four;
 // the others wait with JobArrayTaskLimit and start as running ones end.
 TEST_F(SchedulingLoopTest, ArrayLimitRunsAtMostNElementsAtOnce) {
