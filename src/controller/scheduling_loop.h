@@ -53,6 +53,10 @@ struct LoopOptions {
 Result<sched::SchedulerConfig> schedulerConfigWithStorePolicy(store::Store& store,
                                                               const sched::SchedulerConfig& base);
 
+// The pending reason of a job whose user or group used up the GPU-hours of its quota in the
+// quota's period (Slurm's AssocGrp*Minutes family).
+inline constexpr const char* kGpuHoursReason = "AssocGrpGpuHours";
+
 // What one pass did, for logs and tests.
 struct PassReport {
   size_t started = 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "controller/accounting.h"
@@ -401,6 +402,48 @@ TEST_F(SchedulingLoopTest, StoredQuotasAndQosLevelsApplyAtTheNextPass) {
   ASSERT_TRUE(store::saveApiQos(*ctl_->store, level).isOk());
   pass();
   EXPECT_EQ(state(urgent_id), "RUNNING");
+}
+
+// A user who used up the GPU-hours of their quota waits with AssocGrpGpuHours (nothing placed,
+// one event); raising the quota lets the job start at the next pass.
+TEST_F(SchedulingLoopTest, UsedUpGpuHoursHoldNewWorkBack) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  api::User user;
+  user.name = "alice";
+  user.uid = 1001;
+  ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
+  api::Quota quota;
+  quota.gpu_hours = 3;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", quota, "root",
+                                  clock_.now())
+                  .isOk());
+  int64_t first = submit(makeSpec(2000));  // 2 GPUs for 2 hours: 4 GPU-hours
+  pass();
+  ASSERT_EQ(state(first), "RUNNING");
+  const TaskAssignment a = gateway_.forJob(first).at(0);
+  ASSERT_TRUE(ctl_->loop.taskStarted(first, a.lease_epoch).isOk());
+  clock_.advance(std::chrono::hours(2));
+  ASSERT_TRUE(ctl_->registry.heartbeat("gpu-01").isOk());  // its agent kept in touch
+  ASSERT_TRUE(ctl_->loop.taskEnded(first, 0, a.lease_epoch, 0, TaskOutcome::kExited).isOk());
+
+  int64_t second = submit(makeSpec(1000));
+  pass();
+  pass();
+  EXPECT_EQ(state(second), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(second)->reason, kGpuHoursReason);
+  EXPECT_TRUE(gateway_.forJob(second).empty());
+  auto events = ctl_->store->jobEvents(second);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(std::count_if(events->begin(), events->end(),
+                          [](const store::JobEvent& e) { return e.reason == kGpuHoursReason; }),
+            1);
+
+  quota.gpu_hours = 10;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", quota, "root",
+                                  clock_.now())
+                  .isOk());
+  pass();
+  EXPECT_EQ(state(second), "RUNNING");
 }
 
 // The store's QoS levels and quotas, as the pass's scheduler sees them.
