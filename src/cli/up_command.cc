@@ -26,10 +26,12 @@
 #include <vector>
 
 #include "api/job_spec.h"
+#include "api/user.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "gpu/backend_factory.h"
 #include "net/client.h"
+#include "net/http.h"
 
 namespace gpool::cli {
 namespace {
@@ -316,8 +318,9 @@ void printStatus(const PoolFile& p, const std::string& dir) {
 }
 
 // The demo's job mix, submitted as whoever runs `gpool up --demo`: whole GPUs, slices, a
-// multi-GPU job, an array, a job that fails, one that finishes at once, and one that asks for
-// more than any server has (refused at submission, with the reason).
+// multi-GPU job, an array, a job that fails, one that finishes at once, one that asks for more
+// than any server has (refused at submission, with the reason) and, in root's demo, one held back
+// by its user's quota.
 struct DemoJob {
   std::string name;
   uint32_t gpus_milli;
@@ -337,7 +340,35 @@ std::vector<DemoJob> demoJobs() {
       {"unit-test", 1000, 0, "echo all tests passed", 600, ""},
       {"broken-run", 1000, 0, "echo CUDA error: device-side assert >&2; exit 3", 600, ""},
       {"too-big", 16000, 0, "sleep 60", 3600, ""},
+      // The third demo user's quota caps them at 2 GPUs at once (demoQuota): this one waits.
+      {"over-quota", 4000, 0, "echo never starts; sleep 60", 3600, ""},
   };
+}
+
+// Root's demo gives its third user a record and a quota of 2 GPUs at once, so the pool shows a
+// job held back by a quota (AssocMaxGpuPerUser) beside the running ones. Prints what it did.
+bool demoQuota(const std::string& socket, const std::string& user) {
+  struct passwd* pw = ::getpwnam(user.c_str());
+  if (pw == nullptr) return false;
+  api::User record;
+  record.name = user;
+  record.uid = pw->pw_uid;
+  api::Quota quota;
+  quota.max_gpus_milli = 2000;
+  net::HttpClient client(net::ClientEndpoint::unixSocket(socket), std::chrono::seconds(10));
+  Result<net::Response> made =
+      client.request(net::Method::kPut, "/v1/users/" + user, api::toJson(record).dump());
+  if (made.ok() && (made->status == 200 || made->status == 201)) {
+    made = client.request(net::Method::kPut, "/v1/quotas/user/" + user, api::toJson(quota).dump());
+  }
+  if (!made.ok() || made->status >= 300) {
+    std::printf("  (no demo quota for %s: %s)\n", user.c_str(),
+                made.ok() ? made->body.c_str() : made.status().message().c_str());
+    return false;
+  }
+  std::printf("  quota: %s may hold 2 GPUs at once (gpool quota show --user %s)\n", user.c_str(),
+              user.c_str());
+  return true;
 }
 
 // Submits one demo job over `socket` and prints what became of it.
@@ -357,8 +388,16 @@ void submitOne(const std::string& socket, const DemoJob& d, const std::string& h
   net::HttpClient client(net::ClientEndpoint::unixSocket(socket), std::chrono::seconds(10));
   Result<net::Response> r = client.post("/v1/jobs", api::toJson(spec).dump());
   if (!r.ok()) {
-    std::printf("  %-16s %-18s not submitted: %s\n", d.name.c_str(), as_user.c_str(),
-                r.status().message().c_str());
+    std::string hint;
+    if (r.status().message().find("Permission denied") != std::string::npos) {
+      // Root's demo submits as the demo users, who must be able to enter every folder above
+      // the socket; a private --dir (or GPOOL_UP_DIR) such as one under /root stops them.
+      hint = " (" + as_user + " cannot reach " + socket +
+             ": give the pool a --dir that every user can enter, such as the default " +
+             "/var/lib/gpool/up)";
+    }
+    std::printf("  %-16s %-18s not submitted: %s%s\n", d.name.c_str(), as_user.c_str(),
+                r.status().message().c_str(), hint.c_str());
     return;
   }
   json body = json::parse(r->body, nullptr, false);
@@ -402,15 +441,18 @@ std::vector<std::string> demoUsers() {
 
 void submitDemo(const std::string& socket) {
   std::vector<std::string> users;
+  bool quota_set = false;
   if (::geteuid() == 0) {
     users = demoUsers();
     if (users.empty()) {
       std::printf("  (could not create demo users with useradd; root's jobs will be refused)\n");
     }
+    quota_set = users.size() == 3 && demoQuota(socket, users[2]);
   }
   std::fflush(stdout);
   size_t turn = 0;
   for (const DemoJob& d : demoJobs()) {
+    if (d.name == "over-quota" && !quota_set) continue;  // without the quota it would just run
     if (users.empty()) {
       submitOne(socket, d, envOr("HOME", "/tmp"), envOr("USER", "me"));
       continue;

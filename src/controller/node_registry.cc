@@ -139,7 +139,7 @@ Result<std::vector<std::string>> NodeRegistry::expireSilent() {
 Result<bool> NodeRegistry::setGpuHealth(
     const std::string& name,
     const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::notFound("health of unknown node '" + name + "'");
   api::Node changed = it->second;
@@ -150,7 +150,20 @@ Result<bool> NodeRegistry::setGpuHealth(
   }
   if (changed == it->second) return false;
   GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  // One "health" change for the node, naming every GPU that is not healthy, so that a watcher
+  // (the dashboard, gpool watch) sees a GPU leave and rejoin scheduling as it happens.
+  NodeChange change = changeOf(changed, "health");
+  change.reason.clear();
+  for (const api::Gpu& gpu : changed.gpus) {
+    if (gpu.health == api::GpuHealth::kHealthy) continue;
+    if (!change.reason.empty()) change.reason += "; ";
+    change.reason += "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid + ") " +
+                     std::string(api::gpuHealthName(gpu.health)) + ": " + gpu.health_reason;
+  }
+  if (change.reason.empty()) change.reason = "every GPU healthy";
   it->second = std::move(changed);
+  lock.unlock();
+  notify({change});
   return true;
 }
 

@@ -40,8 +40,10 @@ struct PoolSummary {
   std::set<std::pair<std::string, std::string>> labels;  // every (key, value) some node has
 };
 
-// One change of a node, for live updates: `change` is "registered", "down", "drain" or
-// "resume"; `state` and `reason` are the node's registry state after it (api::nodeStateName).
+// One change of a node, for live updates: `change` is "registered", "down", "drain", "resume"
+// or "health"; `state` is the node's registry state after it (api::nodeStateName) and `reason`
+// its state reason, or for "health" the GPUs that are not healthy and why ("every GPU healthy"
+// when none).
 struct NodeChange {
   std::string node;
   std::string change;
@@ -92,7 +94,8 @@ class NodeRegistry {
   // copying every node. Never null; the snapshot stays valid after later changes.
   std::shared_ptr<const PoolSummary> poolSummary() const;
 
-  // Called after each change is stored (registerNode, a node going DOWN, drain, resume), on the
+  // Called after each change is stored (registerNode, a node going DOWN, drain, resume, a change
+  // of GPU health), on the
   // changing thread and outside the registry's lock; must return quickly. Set it before
   // concurrent use; an empty function removes it.
   void setChangeListener(std::function<void(const NodeChange&)> listener);

@@ -1,12 +1,16 @@
 #include "controller/scheduling_loop.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "api/job.h"
+#include "api/json_reader.h"
+#include "api/user.h"
 #include "controller/accounting.h"
 #include "store/api_codec.h"
 
@@ -121,7 +125,91 @@ bool endedBadly(const std::string& state) {
          state == "OUT_OF_MEMORY" || state == "NODE_FAIL" || state == "PREEMPTED";
 }
 
+// Users and groups whose use in their quota's period reached its `gpu_hours`: their pending
+// jobs wait (kGpuHoursReason) until old use leaves the period or an admin raises the quota. Use
+// is what ended runs recorded (Store::usageReport); a running job counts once it ends.
+struct ExhaustedQuotas {
+  std::set<std::string> users;
+  std::set<std::string> groups;
+};
+
+Result<ExhaustedQuotas> exhaustedGpuHourQuotas(store::Store& store, TimePoint now) {
+  ExhaustedQuotas out;
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> quotas, store.listQuotas());
+  // One usage query per (grouping, period): sites tend to give every quota the same period.
+  std::map<std::pair<bool, int64_t>, std::map<std::string, double>> used;
+  for (const store::QuotaRecord& r : quotas) {
+    const bool is_group = r.subject == store::QuotaSubject::kGroup;
+    const std::string where = std::string(is_group ? "group " : "user ") + r.name + "'s quota";
+    GPOOL_ASSIGN_OR_RETURN(nlohmann::json j, api::parseJsonText(r.limits_json, where));
+    api::Quota quota;
+    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &quota, where));
+    if (!quota.gpu_hours) continue;
+    auto key = std::make_pair(is_group, quota.period_seconds);
+    auto it = used.find(key);
+    if (it == used.end()) {
+      GPOOL_ASSIGN_OR_RETURN(
+          std::vector<store::UsageRow> rows,
+          store.usageReport(is_group ? store::UsageGrouping::kGroup : store::UsageGrouping::kUser,
+                            now - std::chrono::seconds(quota.period_seconds), now));
+      std::map<std::string, double> by_key;
+      for (const store::UsageRow& row : rows)
+        by_key[row.key] = row.gpu_hours;
+      it = used.emplace(key, std::move(by_key)).first;
+    }
+    auto u = it->second.find(r.name);
+    double hours = u == it->second.end() ? 0.0 : u->second;
+    if (hours >= static_cast<double>(*quota.gpu_hours)) {
+      (is_group ? out.groups : out.users).insert(r.name);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+Result<sched::SchedulerConfig> schedulerConfigWithStorePolicy(store::Store& store,
+                                                              const sched::SchedulerConfig& base) {
+  sched::SchedulerConfig cfg = base;
+  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> levels, store::loadApiQos(store));
+  for (const api::Qos& q : levels) {
+    sched::QosLevel level;
+    level.name = q.name;
+    level.priority = q.priority;
+    level.preemptible = q.preemptible;
+    level.max_gpus_per_user = q.max_gpus_per_user_milli.value_or(0);
+    auto same = std::find_if(cfg.qos_levels.begin(), cfg.qos_levels.end(),
+                             [&](const sched::QosLevel& l) { return l.name == q.name; });
+    if (same != cfg.qos_levels.end()) {
+      level.can_preempt = same->can_preempt;
+      *same = level;
+    } else {
+      cfg.qos_levels.push_back(level);
+    }
+  }
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> quotas, store.listQuotas());
+  for (const store::QuotaRecord& r : quotas) {
+    const std::string where =
+        std::string(r.subject == store::QuotaSubject::kUser ? "user" : "group") + " " + r.name +
+        "'s quota";
+    GPOOL_ASSIGN_OR_RETURN(nlohmann::json j, api::parseJsonText(r.limits_json, where));
+    api::Quota quota;
+    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &quota, where));
+    // The api's max_gpus 0 forbids GPUs, where the library's 0 means no cap: one thousandth
+    // of a GPU is below any slice a job can ask for, so nothing with a GPU fits under it.
+    uint64_t cap = quota.max_gpus_milli ? std::max<uint64_t>(*quota.max_gpus_milli, 1) : 0;
+    if (r.subject == store::QuotaSubject::kUser) {
+      cfg.users[r.name].max_gpus = cap;
+      cfg.fairshare.user_shares[r.name] = quota.priority_weight;
+    } else {
+      sched::GroupPolicy& group = cfg.groups[r.name];
+      group.max_gpus = cap;
+      group.quota = quota.guaranteed_gpus_milli;
+      cfg.fairshare.group_shares[r.name] = quota.priority_weight;
+    }
+  }
+  return cfg;
+}
 
 SchedulingLoop::SchedulingLoop(store::Store& store, NodeRegistry& registry, AgentGateway& gateway,
                                Clock& clock, LoopOptions options)
@@ -237,9 +325,21 @@ Result<PassReport> SchedulingLoop::runOnce() {
   const std::string default_qos = options_.scheduler.qos_levels.empty()
                                       ? std::string("normal")
                                       : options_.scheduler.qos_levels.front().name;
+  GPOOL_ASSIGN_OR_RETURN(ExhaustedQuotas exhausted, exhaustedGpuHourQuotas(store_, now));
   for (const store::JobRecord& record : records) {
     // A held job is invisible to the pass: not placed, its JobHeld* reason kept.
     if (record.state == store::kStatePending && !record.hold.empty()) continue;
+    // So is one whose user or group used up its GPU-hours: it waits with that reason.
+    if (record.state == store::kStatePending &&
+        (exhausted.users.count(record.user) || exhausted.groups.count(record.group))) {
+      ++report.pending;
+      if (record.reason != kGpuHoursReason) {
+        Status s = store_.transitionJob(
+            store::JobTransition{record.id, {"PENDING"}, "PENDING", now, kGpuHoursReason});
+        if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
+      }
+      continue;
+    }
     by_id[record.id] = &record;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     sched::Job sj;
@@ -305,8 +405,10 @@ Result<PassReport> SchedulingLoop::runOnce() {
     jobs.push_back(std::move(sj));
   }
 
+  GPOOL_ASSIGN_OR_RETURN(sched::SchedulerConfig config,
+                         schedulerConfigWithStorePolicy(store_, options_.scheduler));
   sched::SchedulerPass pass(*policy_);
-  sched::Decisions decisions = pass.run(cluster, jobs, ledger_, options_.scheduler, now, random_);
+  sched::Decisions decisions = pass.run(cluster, jobs, ledger_, config, now, random_);
 
   for (const sched::StartDecision& start : decisions.starts) {
     GPOOL_RETURN_IF_ERROR(

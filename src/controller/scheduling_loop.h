@@ -43,6 +43,20 @@ struct LoopOptions {
   Micros min_gap{std::chrono::milliseconds(250)};
 };
 
+// The policy one pass runs with: `base` (gpoold's configuration) plus what admins keep in the
+// store, so that a `gpool qos` or `gpool quota` change applies at the next pass. A store QoS
+// level (priority, preemptible, GPUs per user) replaces a configured one of the same name. A
+// user's quota gives their GPU cap (AssocMaxGpuPerUser) and fair-share weight; a group's its GPU
+// cap (GroupQuota), guaranteed GPUs and fair-share weight. The api's max_gpus 0 forbids GPUs.
+// Quota fields with no scheduler knob (GPU-hours per period, memory and compute caps, run time)
+// are not applied. Errors: the store's, or InvalidArgument for a stored quota that does not parse.
+Result<sched::SchedulerConfig> schedulerConfigWithStorePolicy(store::Store& store,
+                                                              const sched::SchedulerConfig& base);
+
+// The pending reason of a job whose user or group used up the GPU-hours of its quota in the
+// quota's period (Slurm's AssocGrp*Minutes family).
+inline constexpr const char* kGpuHoursReason = "AssocGrpGpuHours";
+
 // What one pass did, for logs and tests.
 struct PassReport {
   size_t started = 0;

@@ -163,8 +163,14 @@ Job randomJob(Random& rng) {
     EXPECT_TRUE(applyJobTransition(&j, to, now, randomText(rng)).isOk());
     if (to == JobState::kRunning) {
       for (uint32_t t = 0; t < j.spec.tasks && t < 4; ++t) {
-        j.allocations.push_back(
-            {t, randomName(rng), {{"GPU-" + std::to_string(t), 1024, 500, false}}, 1000, 1024, {}, {}, {}});
+        j.allocations.push_back({t,
+                                 randomName(rng),
+                                 {{"GPU-" + std::to_string(t), 1024, 500, false}},
+                                 1000,
+                                 1024,
+                                 {},
+                                 {},
+                                 {}});
       }
     }
     if (isFinished(to) && coin(rng)) j.exit_code = static_cast<int32_t>(rng.uniform(256)) - 128;

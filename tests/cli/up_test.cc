@@ -86,6 +86,21 @@ class UpTest : public ::testing::Test {
     return "timed out in " + state;
   }
 
+  // The job's pending reason, polled until it is `wanted` or 60 s pass.
+  std::string waitForReason(net::HttpClient& client, int64_t id, const std::string& wanted) {
+    const auto deadline = realClock().monotonic() + std::chrono::seconds(60);
+    std::string reason;
+    while (realClock().monotonic() < deadline) {
+      auto r = client.get("/v1/jobs/" + std::to_string(id));
+      if (r.ok() && r->status == 200) {
+        reason = json::parse(r->body).value("reason", "");
+        if (reason == wanted) return reason;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return "timed out in " + reason;
+  }
+
   // The job id `gpool up --demo` printed for `name` ("  name  user  submitted as job 7").
   static int64_t demoJobId(const std::string& out, const std::string& name) {
     std::istringstream lines(out);
@@ -168,6 +183,15 @@ TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
   EXPECT_EQ(waitForState(client, quick, {"COMPLETED", "FAILED"}), "COMPLETED");
   EXPECT_EQ(waitForState(client, broken, {"COMPLETED", "FAILED"}), "FAILED");
   EXPECT_EQ(waitForState(client, training, {"RUNNING"}), "RUNNING");
+  if (::geteuid() == 0) {
+    // Root's demo caps its third user at 2 GPUs: their 4-GPU job waits for the quota.
+    EXPECT_NE(up.out.find("quota: gpool-demo-carol may hold 2 GPUs at once"), std::string::npos)
+        << up.out;
+    const int64_t over = demoJobId(up.out, "over-quota");
+    ASSERT_GT(over, 0) << up.out;
+    EXPECT_EQ(waitForReason(client, over, "AssocMaxGpuPerUser"), "AssocMaxGpuPerUser");
+    EXPECT_EQ(waitForState(client, over, {"PENDING"}), "PENDING");
+  }
 
   Output down = gpool({"down", "--dir", dir_});
   ASSERT_EQ(down.rc, 0) << down.out << down.err;

@@ -33,6 +33,14 @@ struct Child {
   FILE* out = nullptr;  // the child's stdout
 };
 
+// Every gpoold spawned and not yet waited for. A test that stops at a failed ASSERT leaves its
+// gpoold running; GpooldTest::TearDown kills those, so a failure cannot leave a daemon holding
+// CTest's output pipe (which would hang the whole run instead of failing one test).
+std::vector<pid_t>& unwaitedChildren() {
+  static std::vector<pid_t> pids;
+  return pids;
+}
+
 Child spawn(const std::vector<std::string>& args) {
   int fds[2];
   if (pipe(fds) != 0) return {};
@@ -50,12 +58,14 @@ Child spawn(const std::vector<std::string>& args) {
     _exit(127);
   }
   close(fds[1]);
+  if (pid > 0) unwaitedChildren().push_back(pid);
   return Child{pid, fdopen(fds[0], "r")};
 }
 
 int waitExit(Child& child) {
   int status = 0;
   waitpid(child.pid, &status, 0);
+  std::erase(unwaitedChildren(), child.pid);
   if (child.out) fclose(child.out);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -70,6 +80,14 @@ std::string readLine(FILE* f) {
 
 class GpooldTest : public ::testing::Test {
  protected:
+  void TearDown() override {
+    for (pid_t pid : unwaitedChildren()) {
+      ADD_FAILURE() << "gpoold " << pid << " was still running at the end of the test; killed";
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    unwaitedChildren().clear();
+  }
   std::string writeConfig(const std::string& extra = "") {
     std::string path = dir_.path() + "/gpoold.toml";
     std::ofstream(path) << "[controller]\nstore = \"" << db_ << "\"\n"
@@ -385,6 +403,8 @@ TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
   }
   EXPECT_GE(threads, 48u);
   EXPECT_LT(threads, 48u + 16u);
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
 }
 
 // Live updates over the real daemon's socket: a watcher (root: an admin by peer credentials)

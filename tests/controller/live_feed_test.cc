@@ -74,6 +74,11 @@ class Watcher {
     });
     return found;
   }
+  // Every message received so far, in order.
+  std::vector<json> received() {
+    std::lock_guard lock(mu_);
+    return got_;
+  }
   // The job events received so far, in order.
   std::vector<json> jobEvents() {
     std::lock_guard lock(mu_);
@@ -298,6 +303,44 @@ TEST_F(LiveFeedTest, SummaryAndNodeTopics) {
   EXPECT_TRUE(w.waitFor([](const json& m) {
     return m.value("topic", "") == "summary" && m["data"]["nodes"]["total"] == 1;
   }));
+}
+
+// A GPU going unhealthy and coming back is one "health" change each on the nodes topic, naming
+// the GPU and the agent's reason; a report that changes nothing publishes nothing.
+TEST_F(LiveFeedTest, GpuHealthChangesArePublishedOnTheNodesTopic) {
+  Watcher w(admin_socket_, "/v1/watch?topics=nodes");
+  ASSERT_TRUE(w.waitLive());
+  api::Node node;
+  node.name = "gpu-10";
+  api::Gpu gpu;
+  gpu.uuid = "GPU-10-0";
+  gpu.index = 0;
+  gpu.model = "NVIDIA A100-SXM4-80GB";
+  gpu.memory_mib = 81920;
+  node.gpus.push_back(gpu);
+  ASSERT_TRUE(registry_->registerNode(node).ok());
+  std::map<std::string, std::pair<api::GpuHealth, std::string>> bad{
+      {"GPU-10-0", {api::GpuHealth::kUnhealthy, "XID 79: fallen off the bus"}}};
+  ASSERT_TRUE(*registry_->setGpuHealth("gpu-10", bad));
+  EXPECT_FALSE(*registry_->setGpuHealth("gpu-10", bad));  // unchanged: nothing to publish
+  ASSERT_TRUE(*registry_->setGpuHealth("gpu-10", {}));
+  auto unhealthy = w.waitFor([](const json& m) {
+    return m.value("topic", "") == "nodes" && m["data"]["change"] == "health" &&
+           m["data"]["reason"] != "every GPU healthy";
+  });
+  ASSERT_TRUE(unhealthy);
+  EXPECT_EQ((*unhealthy)["data"]["node"], "gpu-10");
+  EXPECT_EQ((*unhealthy)["data"]["reason"],
+            "GPU 0 (GPU-10-0) unhealthy: XID 79: fallen off the bus");
+  EXPECT_TRUE(w.waitFor([](const json& m) {
+    return m.value("topic", "") == "nodes" && m["data"]["change"] == "health" &&
+           m["data"]["reason"] == "every GPU healthy";
+  }));
+  int health_messages = 0;
+  for (const json& m : w.received()) {
+    if (m.value("topic", "") == "nodes" && m["data"]["change"] == "health") ++health_messages;
+  }
+  EXPECT_EQ(health_messages, 2);
 }
 
 }  // namespace

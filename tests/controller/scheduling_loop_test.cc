@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "controller/accounting.h"
@@ -339,6 +340,166 @@ TEST_F(SchedulingLoopTest, DependenciesWaitThenStartOrAreCancelled) {
   EXPECT_EQ(state(c), "RUNNING");
   EXPECT_EQ(state(d), "CANCELLED");
   EXPECT_EQ(ctl_->store->getJob(d)->reason, "DependencyNeverSatisfied");
+}
+
+// What admins keep in the store applies at the next pass: a user's and a group's GPU cap (the
+// api's max_gpus; 0 forbids GPUs) and the QoS levels `gpool qos add` creates.
+TEST_F(SchedulingLoopTest, StoredQuotasAndQosLevelsApplyAtTheNextPass) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  for (const char* name : {"ml", "vision"}) {
+    api::Group group;
+    group.name = name;
+    ASSERT_TRUE(store::saveApiGroup(*ctl_->store, group).isOk());
+  }
+  api::User user;
+  user.name = "alice";
+  user.uid = 1001;
+  user.groups = {"ml", "vision"};
+  ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
+  api::Quota one_gpu;
+  one_gpu.max_gpus_milli = 1000;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", one_gpu,
+                                  "root", clock_.now())
+                  .isOk());
+  int64_t first = submit(makeSpec(1000));
+  int64_t second = submit(makeSpec(1000));
+  pass();
+  EXPECT_EQ(state(first), "RUNNING");
+  EXPECT_EQ(state(second), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(second)->reason, "AssocMaxGpuPerUser");
+
+  api::Quota two_gpus;
+  two_gpus.max_gpus_milli = 2000;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", two_gpus,
+                                  "root", clock_.now())
+                  .isOk());
+  pass();
+  EXPECT_EQ(state(second), "RUNNING");
+
+  // A group quota of 0 GPUs forbids them to the group's jobs.
+  api::Quota none;
+  none.max_gpus_milli = 0;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kGroup, "vision", none, "root",
+                                  clock_.now())
+                  .isOk());
+  ASSERT_TRUE(
+      ctl_->store->deleteQuota(store::QuotaSubject::kUser, "alice", "root", clock_.now()).isOk());
+  int64_t forbidden = submit(makeSpec(250), "vision");
+  pass();
+  EXPECT_EQ(state(forbidden), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(forbidden)->reason, "GroupQuota");
+
+  // A QoS level the store does not know leaves the job pending; created, it is placed.
+  api::JobSpec urgent = makeSpec(1000);
+  urgent.qos = "urgent";
+  int64_t urgent_id = submit(urgent);
+  pass();
+  EXPECT_EQ(state(urgent_id), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(urgent_id)->reason, "InvalidQOS");
+  api::Qos level;
+  level.name = "urgent";
+  level.priority = 100;
+  ASSERT_TRUE(store::saveApiQos(*ctl_->store, level).isOk());
+  pass();
+  EXPECT_EQ(state(urgent_id), "RUNNING");
+}
+
+// A user who used up the GPU-hours of their quota waits with AssocGrpGpuHours (nothing placed,
+// one event); raising the quota lets the job start at the next pass.
+TEST_F(SchedulingLoopTest, UsedUpGpuHoursHoldNewWorkBack) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  api::User user;
+  user.name = "alice";
+  user.uid = 1001;
+  ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
+  api::Quota quota;
+  quota.gpu_hours = 3;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", quota, "root",
+                                  clock_.now())
+                  .isOk());
+  int64_t first = submit(makeSpec(2000));  // 2 GPUs for 2 hours: 4 GPU-hours
+  pass();
+  ASSERT_EQ(state(first), "RUNNING");
+  const TaskAssignment a = gateway_.forJob(first).at(0);
+  ASSERT_TRUE(ctl_->loop.taskStarted(first, a.lease_epoch).isOk());
+  clock_.advance(std::chrono::hours(2));
+  ASSERT_TRUE(ctl_->registry.heartbeat("gpu-01").isOk());  // its agent kept in touch
+  ASSERT_TRUE(ctl_->loop.taskEnded(first, 0, a.lease_epoch, 0, TaskOutcome::kExited).isOk());
+
+  int64_t second = submit(makeSpec(1000));
+  pass();
+  pass();
+  EXPECT_EQ(state(second), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(second)->reason, kGpuHoursReason);
+  EXPECT_TRUE(gateway_.forJob(second).empty());
+  auto events = ctl_->store->jobEvents(second);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(std::count_if(events->begin(), events->end(),
+                          [](const store::JobEvent& e) { return e.reason == kGpuHoursReason; }),
+            1);
+
+  quota.gpu_hours = 10;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", quota, "root",
+                                  clock_.now())
+                  .isOk());
+  pass();
+  EXPECT_EQ(state(second), "RUNNING");
+}
+
+// The store's QoS levels and quotas, as the pass's scheduler sees them.
+TEST(SchedulerConfigWithStorePolicyTest, MapsQosLevelsAndQuotas) {
+  testing::TempDir dir;
+  auto store = testing::openStore(dir.path() + "/db");
+  SimClock clock;
+  api::Group vision;
+  vision.name = "vision";
+  ASSERT_TRUE(store::saveApiGroup(*store, vision).isOk());
+  api::User alice;
+  alice.name = "alice";
+  alice.uid = 1001;
+  ASSERT_TRUE(store::saveApiUser(*store, alice).isOk());
+  api::Qos normal;
+  normal.name = "normal";
+  normal.priority = 5;
+  api::Qos high;
+  high.name = "high";
+  high.priority = 100;
+  high.preemptible = true;
+  high.max_gpus_per_user_milli = 2000;
+  ASSERT_TRUE(store::saveApiQos(*store, normal).isOk());
+  ASSERT_TRUE(store::saveApiQos(*store, high).isOk());
+  api::Quota user_quota;
+  user_quota.max_gpus_milli = 0;  // forbids GPUs
+  user_quota.priority_weight = 7;
+  ASSERT_TRUE(store::saveApiQuota(*store, store::QuotaSubject::kUser, "alice", user_quota, "root",
+                                  clock.now())
+                  .isOk());
+  api::Quota group_quota;
+  group_quota.max_gpus_milli = 8000;
+  group_quota.guaranteed_gpus_milli = 3000;
+  group_quota.priority_weight = 3;
+  ASSERT_TRUE(store::saveApiQuota(*store, store::QuotaSubject::kGroup, "vision", group_quota,
+                                  "root", clock.now())
+                  .isOk());
+
+  sched::SchedulerConfig base;  // one configured level, "normal", priority 0
+  auto cfg = schedulerConfigWithStorePolicy(*store, base);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().toString();
+  ASSERT_EQ(cfg->qos_levels.size(), 2u);
+  EXPECT_EQ(cfg->qos_levels[0].name, "normal");
+  EXPECT_EQ(cfg->qos_levels[0].priority, 5u);  // the store's level replaced the configured one
+  EXPECT_EQ(cfg->qos_levels[1].name, "high");
+  EXPECT_EQ(cfg->qos_levels[1].priority, 100u);
+  EXPECT_TRUE(cfg->qos_levels[1].preemptible);
+  EXPECT_EQ(cfg->qos_levels[1].max_gpus_per_user, 2000u);
+  EXPECT_EQ(cfg->users.at("alice").max_gpus, 1u);  // 0 GPUs: below any slice
+  EXPECT_EQ(cfg->fairshare.user_shares.at("alice"), 7.0);
+  EXPECT_EQ(cfg->groups.at("vision").max_gpus, 8000u);
+  EXPECT_EQ(cfg->groups.at("vision").quota, 3000u);
+  EXPECT_EQ(cfg->fairshare.group_shares.at("vision"), 3.0);
+  // The base stays as it was: the next pass starts from the configuration again.
+  EXPECT_EQ(base.qos_levels.size(), 1u);
+  EXPECT_TRUE(base.users.empty());
 }
 
 // "--array 0-3%2": at most two elements run at once, although the node has room for all four;
