@@ -55,6 +55,10 @@ if [ "$shell_kind" = bash ]; then
   offers admin gpool user add alice --role ""
   offers group gpool usage --by ""
   offers --reason gpool drain gpu-01 --re
+  offers revoke gpool token ""
+  offers --expires-in gpool token create --exp
+  offers --reusable gpool --server ctl:6443 join-token create --reu
+  offers --token-file gpool --tok
   [ "$(complete_words gpool zzz-no-such | wc -w)" -eq 0 ] ||
     fail "'gpool zzz-no-such<Tab>' offers something"
   [ "$failures" -eq 0 ] && echo "completion_test (bash): every check passed"
@@ -125,6 +129,10 @@ tab_completes "gpool dra" "gpool drain"
 tab_completes "gpool user a" "gpool user add"
 tab_completes "gpool queue --sta" "gpool queue --state"
 tab_completes "gpool usage --by g" "gpool usage --by group"
+tab_completes "gpool join-token c" "gpool join-token create"
+tab_completes "gpool token create --exp" "gpool token create --expires-in"
+tab_completes "gpool join-token create --reu" "gpool join-token create --reusable"
+tab_completes "gpool --token-f" "gpool --token-file"
 
 [ "$failures" -eq 0 ] && echo "completion_test (zsh): every check passed"
 exit $((failures > 0))
