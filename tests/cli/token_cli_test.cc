@@ -262,6 +262,15 @@ TEST_F(TokenCliTest, TokenFilesMustBePrivate) {
   Output as_root = remote("", {"account", "--json"});
   ASSERT_EQ(as_root.rc, 0) << as_root.err;
   EXPECT_EQ(json::parse(as_root.out)["user"], "root");
+
+  // With --token-file, --save writes that file instead.
+  std::string named = dir_.path() + "/tokens/ci";
+  Output to_named = local({"--token-file", named, "token", "create", "--save"});
+  ASSERT_EQ(to_named.rc, 0) << to_named.err;
+  ASSERT_EQ(stat(named.c_str(), &st), 0) << to_named.err;
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(testing::readFile(named), to_named.out);
+  EXPECT_TRUE(contains(to_named.err, "Saved to " + named)) << to_named.err;
 }
 
 TEST_F(TokenCliTest, ListShowsLastUse) {
