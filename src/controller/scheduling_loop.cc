@@ -125,52 +125,13 @@ bool endedBadly(const std::string& state) {
          state == "OUT_OF_MEMORY" || state == "NODE_FAIL" || state == "PREEMPTED";
 }
 
-// Users and groups whose use in their quota's period reached its `gpu_hours`: their pending
-// jobs wait (kGpuHoursReason) until old use leaves the period or an admin raises the quota. Use
-// is what ended runs recorded (Store::usageReport); a running job counts once it ends.
-struct ExhaustedQuotas {
-  std::set<std::string> users;
-  std::set<std::string> groups;
-};
-
-Result<ExhaustedQuotas> exhaustedGpuHourQuotas(store::Store& store, TimePoint now) {
-  ExhaustedQuotas out;
-  GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> quotas, store.listQuotas());
-  // One usage query per (grouping, period): sites tend to give every quota the same period.
-  std::map<std::pair<bool, int64_t>, std::map<std::string, double>> used;
-  for (const store::QuotaRecord& r : quotas) {
-    const bool is_group = r.subject == store::QuotaSubject::kGroup;
-    const std::string where = std::string(is_group ? "group " : "user ") + r.name + "'s quota";
-    GPOOL_ASSIGN_OR_RETURN(nlohmann::json j, api::parseJsonText(r.limits_json, where));
-    api::Quota quota;
-    GPOOL_RETURN_IF_ERROR(api::fromJson(j, &quota, where));
-    if (!quota.gpu_hours) continue;
-    auto key = std::make_pair(is_group, quota.period_seconds);
-    auto it = used.find(key);
-    if (it == used.end()) {
-      GPOOL_ASSIGN_OR_RETURN(
-          std::vector<store::UsageRow> rows,
-          store.usageReport(is_group ? store::UsageGrouping::kGroup : store::UsageGrouping::kUser,
-                            now - std::chrono::seconds(quota.period_seconds), now));
-      std::map<std::string, double> by_key;
-      for (const store::UsageRow& row : rows)
-        by_key[row.key] = row.gpu_hours;
-      it = used.emplace(key, std::move(by_key)).first;
-    }
-    auto u = it->second.find(r.name);
-    double hours = u == it->second.end() ? 0.0 : u->second;
-    if (hours >= static_cast<double>(*quota.gpu_hours)) {
-      (is_group ? out.groups : out.users).insert(r.name);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
-Result<sched::SchedulerConfig> schedulerConfigWithStorePolicy(store::Store& store,
-                                                              const sched::SchedulerConfig& base) {
-  sched::SchedulerConfig cfg = base;
+Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerConfig& base,
+                                    TimePoint now) {
+  StorePolicy policy;
+  sched::SchedulerConfig& cfg = policy.config;
+  cfg = base;
   GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> levels, store::loadApiQos(store));
   for (const api::Qos& q : levels) {
     sched::QosLevel level;
@@ -188,27 +149,47 @@ Result<sched::SchedulerConfig> schedulerConfigWithStorePolicy(store::Store& stor
     }
   }
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> quotas, store.listQuotas());
+  // GPU-hours used, by (is_group, period) then name: one usage query per pair, as sites tend to
+  // give every quota the same period.
+  std::map<std::pair<bool, int64_t>, std::map<std::string, double>> used;
   for (const store::QuotaRecord& r : quotas) {
-    const std::string where =
-        std::string(r.subject == store::QuotaSubject::kUser ? "user" : "group") + " " + r.name +
-        "'s quota";
+    const bool is_group = r.subject == store::QuotaSubject::kGroup;
+    const std::string where = std::string(is_group ? "group " : "user ") + r.name + "'s quota";
     GPOOL_ASSIGN_OR_RETURN(nlohmann::json j, api::parseJsonText(r.limits_json, where));
     api::Quota quota;
     GPOOL_RETURN_IF_ERROR(api::fromJson(j, &quota, where));
     // The api's max_gpus 0 forbids GPUs, where the library's 0 means no cap: one thousandth
     // of a GPU is below any slice a job can ask for, so nothing with a GPU fits under it.
     uint64_t cap = quota.max_gpus_milli ? std::max<uint64_t>(*quota.max_gpus_milli, 1) : 0;
-    if (r.subject == store::QuotaSubject::kUser) {
-      cfg.users[r.name].max_gpus = cap;
-      cfg.fairshare.user_shares[r.name] = quota.priority_weight;
-    } else {
+    if (is_group) {
       sched::GroupPolicy& group = cfg.groups[r.name];
       group.max_gpus = cap;
       group.quota = quota.guaranteed_gpus_milli;
       cfg.fairshare.group_shares[r.name] = quota.priority_weight;
+    } else {
+      cfg.users[r.name].max_gpus = cap;
+      cfg.fairshare.user_shares[r.name] = quota.priority_weight;
+    }
+    if (!quota.gpu_hours) continue;
+    auto key = std::make_pair(is_group, quota.period_seconds);
+    auto it = used.find(key);
+    if (it == used.end()) {
+      GPOOL_ASSIGN_OR_RETURN(
+          std::vector<store::UsageRow> rows,
+          store.usageReport(is_group ? store::UsageGrouping::kGroup : store::UsageGrouping::kUser,
+                            now - std::chrono::seconds(quota.period_seconds), now));
+      std::map<std::string, double> by_name;
+      for (const store::UsageRow& row : rows)
+        by_name[row.key] = row.gpu_hours;
+      it = used.emplace(key, std::move(by_name)).first;
+    }
+    auto u = it->second.find(r.name);
+    double hours = u == it->second.end() ? 0.0 : u->second;
+    if (hours >= static_cast<double>(*quota.gpu_hours)) {
+      (is_group ? policy.groups_out_of_gpu_hours : policy.users_out_of_gpu_hours).insert(r.name);
     }
   }
-  return cfg;
+  return policy;
 }
 
 SchedulingLoop::SchedulingLoop(store::Store& store, NodeRegistry& registry, AgentGateway& gateway,
@@ -325,13 +306,14 @@ Result<PassReport> SchedulingLoop::runOnce() {
   const std::string default_qos = options_.scheduler.qos_levels.empty()
                                       ? std::string("normal")
                                       : options_.scheduler.qos_levels.front().name;
-  GPOOL_ASSIGN_OR_RETURN(ExhaustedQuotas exhausted, exhaustedGpuHourQuotas(store_, now));
+  GPOOL_ASSIGN_OR_RETURN(StorePolicy policy, readStorePolicy(store_, options_.scheduler, now));
   for (const store::JobRecord& record : records) {
     // A held job is invisible to the pass: not placed, its JobHeld* reason kept.
     if (record.state == store::kStatePending && !record.hold.empty()) continue;
     // So is one whose user or group used up its GPU-hours: it waits with that reason.
     if (record.state == store::kStatePending &&
-        (exhausted.users.count(record.user) || exhausted.groups.count(record.group))) {
+        (policy.users_out_of_gpu_hours.count(record.user) ||
+         policy.groups_out_of_gpu_hours.count(record.group))) {
       ++report.pending;
       if (record.reason != kGpuHoursReason) {
         Status s = store_.transitionJob(
@@ -405,10 +387,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
     jobs.push_back(std::move(sj));
   }
 
-  GPOOL_ASSIGN_OR_RETURN(sched::SchedulerConfig config,
-                         schedulerConfigWithStorePolicy(store_, options_.scheduler));
   sched::SchedulerPass pass(*policy_);
-  sched::Decisions decisions = pass.run(cluster, jobs, ledger_, config, now, random_);
+  sched::Decisions decisions = pass.run(cluster, jobs, ledger_, policy.config, now, random_);
 
   for (const sched::StartDecision& start : decisions.starts) {
     GPOOL_RETURN_IF_ERROR(

@@ -48,10 +48,19 @@ struct LoopOptions {
 // level (priority, preemptible, GPUs per user) replaces a configured one of the same name. A
 // user's quota gives their GPU cap (AssocMaxGpuPerUser) and fair-share weight; a group's its GPU
 // cap (GroupQuota), guaranteed GPUs and fair-share weight. The api's max_gpus 0 forbids GPUs.
-// Quota fields with no scheduler knob (GPU-hours per period, memory and compute caps, run time)
-// are not applied. Errors: the store's, or InvalidArgument for a stored quota that does not parse.
-Result<sched::SchedulerConfig> schedulerConfigWithStorePolicy(store::Store& store,
-                                                              const sched::SchedulerConfig& base);
+// Users and groups whose ended runs used a quota's `gpu_hours` within its period (as of `now`)
+// are listed: their pending jobs wait with kGpuHoursReason. Quota fields with no scheduler knob
+// (memory and compute caps, run time) are not applied.
+struct StorePolicy {
+  sched::SchedulerConfig config;
+  std::set<std::string> users_out_of_gpu_hours;
+  std::set<std::string> groups_out_of_gpu_hours;
+};
+
+// Reads the QoS levels and quotas once, and the usage once per distinct quota period. Errors: the
+// store's, or InvalidArgument for a stored quota that does not parse.
+Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerConfig& base,
+                                    TimePoint now);
 
 // The pending reason of a job whose user or group used up the GPU-hours of its quota in the
 // quota's period (Slurm's AssocGrp*Minutes family).

@@ -447,7 +447,7 @@ TEST_F(SchedulingLoopTest, UsedUpGpuHoursHoldNewWorkBack) {
 }
 
 // The store's QoS levels and quotas, as the pass's scheduler sees them.
-TEST(SchedulerConfigWithStorePolicyTest, MapsQosLevelsAndQuotas) {
+TEST(ReadStorePolicyTest, MapsQosLevelsAndQuotas) {
   testing::TempDir dir;
   auto store = testing::openStore(dir.path() + "/db");
   SimClock clock;
@@ -483,8 +483,9 @@ TEST(SchedulerConfigWithStorePolicyTest, MapsQosLevelsAndQuotas) {
                   .isOk());
 
   sched::SchedulerConfig base;  // one configured level, "normal", priority 0
-  auto cfg = schedulerConfigWithStorePolicy(*store, base);
-  ASSERT_TRUE(cfg.ok()) << cfg.status().toString();
+  auto policy = readStorePolicy(*store, base, clock.now());
+  ASSERT_TRUE(policy.ok()) << policy.status().toString();
+  const sched::SchedulerConfig* cfg = &policy->config;
   ASSERT_EQ(cfg->qos_levels.size(), 2u);
   EXPECT_EQ(cfg->qos_levels[0].name, "normal");
   EXPECT_EQ(cfg->qos_levels[0].priority, 5u);  // the store's level replaced the configured one
