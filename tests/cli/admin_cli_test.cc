@@ -24,6 +24,7 @@
 
 #include "api/allocation.h"
 #include "cli/cli_test_util.h"
+#include "cli/gpoold_cli_fixture.h"
 #include "common/clock.h"
 #include "controller/controller_fixture.h"
 #include "store/api_codec.h"
@@ -34,7 +35,6 @@ namespace {
 using nlohmann::json;
 namespace ct = controller::testing;
 using testing::kGpool;
-using testing::kGpoold;
 using testing::Output;
 using testing::readFile;
 using testing::runProgram;
@@ -89,91 +89,15 @@ std::vector<std::vector<std::string>> parseCsv(const std::string& text) {
   return records;
 }
 
-class AdminCliTest : public ::testing::Test {
+class AdminCliTest : public testing::GpooldCliTest {
  protected:
-  void TearDown() override { stopDaemon(); }
-
-  std::string writeConfig() {
-    std::string path = dir_.path() + "/gpoold.toml";
-    std::ofstream(path) << "[controller]\nstore = \"" << db_ << "\"\n"
-                        << "sqlite_synchronous = \"NORMAL\"\nsocket = \"" << socket_ << "\"\n"
-                        << "[log]\nlevel = \"warn\"\n";
-    return path;
-  }
-
-  void startDaemon() {
-    std::string config = writeConfig();
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      execl(kGpoold.c_str(), kGpoold.c_str(), "--config", config.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* out = fdopen(fds[0], "r");
-    char line[256] = {0};
-    ASSERT_NE(fgets(line, sizeof line, out), nullptr);
-    fclose(out);
-    ASSERT_EQ(std::string(line), "ready\n");
-  }
-
-  void stopDaemon() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-
-  Output gpool(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--socket", socket_});
-    return runProgram(kGpool, args, dir_.path());
-  }
-
   // Runs gpool as the unprivileged user `nobody` (a plain user to gpoold: no user record).
   Output gpoolAsNobody(std::vector<std::string> args) {
-    struct passwd* pw = getpwnam("nobody");
-    if (!pw) return Output{};
+    std::optional<testing::RunAs> nobody = testing::runAsUser("nobody");
+    if (!nobody) return Output{};
     chmod(dir_.path().c_str(), 0755);  // nobody must reach the socket
-    args.insert(args.begin(), {"--socket", socket_});
-    const std::string out_path = dir_.path() + "/stdout";
-    const std::string err_path = dir_.path() + "/stderr";
-    uid_t uid = pw->pw_uid;
-    gid_t gid = pw->pw_gid;
-    pid_t pid = fork();
-    if (pid == 0) {
-      int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (out < 0 || err < 0) _exit(126);
-      dup2(out, STDOUT_FILENO);
-      dup2(err, STDERR_FILENO);
-      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(125);
-      std::vector<char*> argv{const_cast<char*>(kGpool.c_str())};
-      for (const auto& a : args)
-        argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(kGpool.c_str(), argv.data());
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    Output o;
-    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    o.out = readFile(out_path);
-    o.err = readFile(err_path);
-    return o;
+    return gpool(std::move(args), *nobody);
   }
-
-  ct::TempDir dir_;
-  std::string db_ = dir_.path() + "/gpool.db";
-  std::string socket_ = dir_.path() + "/gpoold.sock";
-  pid_t pid_ = -1;
 };
 
 TEST_F(AdminCliTest, UsersAndGroups) {

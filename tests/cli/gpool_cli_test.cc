@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_test_util.h"
+#include "cli/gpoold_cli_fixture.h"
 #include "controller/controller_fixture.h"
 #include "store/api_codec.h"
 
@@ -43,58 +44,7 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class GpoolCliTest : public ::testing::Test {
- protected:
-  void TearDown() override { stopDaemon(); }
-
-  std::string writeConfig() {
-    std::string path = dir_.path() + "/gpoold.toml";
-    std::ofstream(path) << "[controller]\nstore = \"" << db_ << "\"\n"
-                        << "sqlite_synchronous = \"NORMAL\"\nsocket = \"" << socket_ << "\"\n"
-                        << "[log]\nlevel = \"warn\"\n";
-    return path;
-  }
-
-  void startDaemon() {
-    std::string config = writeConfig();
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      execl(kGpoold.c_str(), kGpoold.c_str(), "--config", config.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* out = fdopen(fds[0], "r");
-    char line[256] = {0};
-    ASSERT_NE(fgets(line, sizeof line, out), nullptr);
-    fclose(out);
-    ASSERT_EQ(std::string(line), "ready\n");
-  }
-
-  void stopDaemon() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-
-  Output gpool(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--socket", socket_});
-    return runProgram(kGpool, args, dir_.path());
-  }
-
-  ct::TempDir dir_;
-  std::string db_ = dir_.path() + "/gpool.db";
-  std::string socket_ = dir_.path() + "/gpoold.sock";
-  pid_t pid_ = -1;
-};
+using GpoolCliTest = testing::GpooldCliTest;
 
 TEST_F(GpoolCliTest, SubmitQueueShowCancel) {
   startDaemon();
@@ -356,6 +306,16 @@ TEST_F(GpoolCliTest, NodesAndARunningJob) {
   EXPECT_TRUE(contains(queue.out, "   0.5  gpu-01\n")) << queue.out;
   Output show = gpool({"show", "1"});
   EXPECT_TRUE(contains(show.out, "task 0 on gpu-01")) << show.out;
+}
+
+// The shared GpooldProcess helper fails a start when gpoold never prints `ready` (here a bad
+// configuration), and leaves nothing running.
+TEST_F(GpoolCliTest, ADaemonThatExitsBeforeReadyIsReported) {
+  std::string bad = dir_.path() + "/bad.toml";
+  std::ofstream(bad) << "[controller]\nstor = \"/x\"\n";
+  std::string error = gpoold_.start(bad);
+  EXPECT_TRUE(contains(error, "gpoold exited before `ready`")) << error;
+  EXPECT_FALSE(gpoold_.running());
 }
 
 }  // namespace

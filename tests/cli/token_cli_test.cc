@@ -29,7 +29,6 @@ namespace {
 using nlohmann::json;
 namespace ct = controller::testing;
 using testing::kGpool;
-using testing::kGpoold;
 using testing::Output;
 using testing::runProgram;
 
@@ -37,52 +36,26 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-std::string readLine(FILE* f) {
-  char buf[512];
-  if (!fgets(buf, sizeof buf, f)) return "";
-  std::string line(buf);
-  if (!line.empty() && line.back() == '\n') line.pop_back();
-  return line;
-}
-
 class TokenCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs_).isOk());
     ASSERT_EQ(mkdir(home_.c_str(), 0700), 0);
-    std::string config = dir_.path() + "/gpoold.toml";
-    std::ofstream(config) << "[controller]\nstore = \"" << dir_.path() << "/gpool.db\"\n"
-                          << "sqlite_synchronous = \"NORMAL\"\nsocket = \"" << socket_ << "\"\n"
-                          << "tls_listen = \"127.0.0.1:0\"\ntls_cert = \"" << certs_.cert_file
-                          << "\"\ntls_key = \"" << certs_.key_file << "\"\n"
-                          << "[log]\nlevel = \"warn\"\n";
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      execl(kGpoold.c_str(), kGpoold.c_str(), "--config", config.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(fds[1]);
-    FILE* out = fdopen(fds[0], "r");
-    std::string tls = readLine(out);
-    std::string ready = readLine(out);
-    fclose(out);
+    std::string config = testing::writeGpooldConfig(
+        dir_.path() + "/gpoold.toml", dir_.path() + "/gpool.db", socket_,
+        "tls_listen = \"127.0.0.1:0\"\ntls_cert = \"" + certs_.cert_file + "\"\ntls_key = \"" +
+            certs_.key_file + "\"\n");
+    ASSERT_EQ(gpoold_.start(config), "");
+    ASSERT_EQ(gpoold_.banner().size(), 1u);
+    const std::string& tls = gpoold_.banner()[0];
     ASSERT_EQ(tls.rfind("tls 127.0.0.1:", 0), 0u) << tls;
-    ASSERT_EQ(ready, "ready");
     server_ = "127.0.0.1:" + tls.substr(tls.rfind(':') + 1);
   }
 
   void TearDown() override {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (gpoold_.running()) {
+      EXPECT_EQ(gpoold_.stop(), 0);
+    }
   }
 
   // gpool as root over the Unix socket. HOME is the test's, so no real token file is read;
@@ -117,7 +90,7 @@ class TokenCliTest : public ::testing::Test {
   std::string socket_ = dir_.path() + "/gpoold.sock";
   std::string home_ = dir_.path() + "/home";
   std::string server_;
-  pid_t pid_ = -1;
+  testing::GpooldProcess gpoold_;
 };
 
 TEST_F(TokenCliTest, CreatePrintsTheTokenOnceOnStdout) {
