@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "api/allocation.h"
@@ -22,6 +23,9 @@ struct TaskAssignment {
   uint32_t uid = 0;
   api::JobSpec spec;
   api::Allocation allocation;
+  // Seconds between SIGTERM and SIGKILL at the time limit (the job's QoS grace_time); unset:
+  // the agent's default.
+  std::optional<int64_t> grace_s;
 };
 
 // Thread-safety: called from the scheduling loop's thread and from API threads (cancel);

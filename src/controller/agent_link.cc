@@ -437,6 +437,7 @@ json taskEntryJson(const TaskAssignment& a) {
     launch["slice"] = json{{"memory_mib", s.memory_mib}, {"compute_milli", s.compute_milli}};
   }
   if (spec.time_limit_seconds > 0) launch["time_limit_seconds"] = spec.time_limit_seconds;
+  if (a.grace_s) launch["grace_seconds"] = *a.grace_s;
   return json{{"assignment", assignmentJson(a.job_id, a.task, a.attempt, a.lease_epoch)},
               {"requeueable", spec.preemptible},
               {"launch", std::move(launch)}};

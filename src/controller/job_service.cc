@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/user.h"
+#include "common/units.h"
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -29,8 +31,89 @@ std::string mib(uint64_t v) {
 }  // namespace
 
 JobService::JobService(store::Store& store, const NodeRegistry& registry, Clock& clock,
-                       JobListener* listener)
-    : store_(store), registry_(registry), clock_(clock), listener_(listener) {}
+                       JobListener* listener, JobServiceOptions options)
+    : store_(store),
+      registry_(registry),
+      clock_(clock),
+      listener_(listener),
+      options_(std::move(options)) {}
+
+namespace {
+
+// One limit and whose it is, for the message: "QoS high's max_wall_time 1-00:00:00".
+struct Limit {
+  int64_t value = 0;
+  std::string whose;  // "QoS high's max_wall_time", "user alice's quota max_run_time"
+};
+
+}  // namespace
+
+Status JobService::applyLimits(const std::string& user, const std::string& group,
+                               api::JobSpec* spec) {
+  std::vector<Limit> time_limits;  // max_wall_time and max_run_time that apply
+  const std::string qos = spec->qos.empty() ? options_.default_qos : spec->qos;
+  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> levels, store::loadApiQos(store_));
+  for (const api::Qos& level : levels) {
+    if (level.name == qos && level.max_wall_time_seconds) {
+      time_limits.push_back({*level.max_wall_time_seconds, "QoS " + qos + "'s max_wall_time"});
+    }
+  }
+  std::vector<std::pair<std::string, api::Quota>> quotas;  // whose, quota
+  GPOOL_ASSIGN_OR_RETURN(std::optional<api::Quota> mine,
+                         store::loadApiQuota(store_, store::QuotaSubject::kUser, user));
+  if (mine) quotas.emplace_back("user " + user + "'s quota", *mine);
+  if (!group.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(std::optional<api::Quota> ours,
+                           store::loadApiQuota(store_, store::QuotaSubject::kGroup, group));
+    if (ours) quotas.emplace_back("group " + group + "'s quota", *ours);
+  }
+  for (const auto& [whose, quota] : quotas) {
+    if (quota.max_run_time_seconds) {
+      time_limits.push_back({*quota.max_run_time_seconds, whose + " max_run_time"});
+    }
+  }
+  if (!time_limits.empty()) {
+    const Limit& least =
+        *std::min_element(time_limits.begin(), time_limits.end(),
+                          [](const Limit& a, const Limit& b) { return a.value < b.value; });
+    if (least.value == 0) {
+      return bad("time_limit", least.whose + " is 0: no job may run (ask an admin)");
+    }
+    if (spec->time_limit_seconds == 0) {
+      spec->time_limit_seconds = least.value;  // Slurm: a job without --time gets MaxWall
+    } else {
+      for (const Limit& l : time_limits) {
+        if (spec->time_limit_seconds > l.value) {
+          return bad("time_limit", formatDuration(spec->time_limit_seconds) + " is above " +
+                                       l.whose + " " + formatDuration(l.value) +
+                                       "; ask for at most that (--time)");
+        }
+      }
+    }
+  }
+
+  // GPU memory per task: explicit, or what the largest GPU gives a whole GPU or the slice.
+  const api::TaskResources& res = spec->resources;
+  if (res.gpus_milli == 0) return Status::ok();
+  uint64_t per_gpu = res.gpu_memory_mib;
+  if (per_gpu == 0) {
+    std::shared_ptr<const PoolSummary> pool = registry_.poolSummary();
+    if (pool->nodes == 0) return Status::ok();
+    per_gpu = api::perGpuNeed(res, pool->max_gpu_memory_mib).memory_mib;
+  }
+  const uint64_t gpus = res.gpus_milli >= 1000 ? res.gpus_milli / 1000 : 1;
+  const uint64_t task_mib = per_gpu * gpus;
+  for (const auto& [whose, quota] : quotas) {
+    if (quota.max_memory_per_task_mib && task_mib > *quota.max_memory_per_task_mib) {
+      std::string asked = formatMemoryMiB(task_mib) + " of GPU memory per task";
+      if (res.gpu_memory_mib == 0) asked += " (the whole memory of the pool's largest GPU)";
+      return bad("resources.gpu_memory", asked + " is above " + whose + " max_gpu_mem " +
+                                             formatMemoryMiB(*quota.max_memory_per_task_mib) +
+                                             "; ask for less with --gpu-mem (per GPU)");
+    }
+  }
+  return Status::ok();
+}
 
 Status JobService::checkAgainstPool(const api::JobSpec& spec) const {
   // The registry's cached summary: a submission no longer copies every node.
@@ -125,10 +208,11 @@ Result<std::vector<int64_t>> JobService::submit(const Caller& caller,
   GPOOL_RETURN_IF_ERROR(api::validateJobSpec(request.spec));
   GPOOL_RETURN_IF_ERROR(checkAgainstPool(request.spec));
   GPOOL_RETURN_IF_ERROR(checkDependencies(request.spec));
+  api::JobSpec spec = request.spec;
+  GPOOL_RETURN_IF_ERROR(applyLimits(user, request.group, &spec));
   uint32_t uid = user == caller.user ? caller.uid : request.uid;
-  GPOOL_ASSIGN_OR_RETURN(
-      std::vector<int64_t> ids,
-      store::submitApiJob(store_, user, uid, request.group, request.spec, clock_.now()));
+  GPOOL_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
+                         store::submitApiJob(store_, user, uid, request.group, spec, clock_.now()));
   if (listener_) listener_->jobsChanged();
   return ids;
 }

@@ -48,19 +48,37 @@ struct LogChunk {
   bool complete = false;
 };
 
+struct JobServiceOptions {
+  // The QoS of a job that names none (the scheduling loop's default level: the first
+  // configured one; gpoold configures none, so "normal").
+  std::string default_qos = "normal";
+};
+
 class JobService {
  public:
   // All references must outlive the service; `listener` may be null.
-  JobService(store::Store& store, const NodeRegistry& registry, Clock& clock,
-             JobListener* listener);
+  JobService(store::Store& store, const NodeRegistry& registry, Clock& clock, JobListener* listener,
+             JobServiceOptions options = {});
 
   // Validates the spec (api rules, then against the registered pool: more GPUs per task than
   // any server has, GPU memory above the largest GPU, unknown GPU models, more nodes than the
   // pool has, ... are InvalidArgument naming the field, e.g. "job.resources.gpus: ..."),
-  // checks dependencies name existing jobs, expands an array and stores everything in one
-  // transaction. Returns the new ids, ascending. The pool checks are skipped while no node is
-  // registered (a controller may start before its agents).
+  // checks dependencies name existing jobs, applies the limits the store holds (see
+  // applyLimits), expands an array and stores everything in one transaction. Returns the new
+  // ids, ascending. The pool checks are skipped while no node is registered (a controller may
+  // start before its agents).
   Result<std::vector<int64_t>> submit(const Caller& caller, const SubmitRequest& request);
+
+  // The per-job limits of the job's QoS level and of `user`'s and `group`'s quotas, as Slurm
+  // applies a QoS's or association's MaxWall: a time limit above the QoS's `max_wall_time` or a
+  // quota's `max_run_time` is InvalidArgument naming `job.time_limit`, the limit and whose it
+  // is; a job without a time limit gets the smallest of them. A task's GPU memory above a
+  // quota's `max_memory_per_task` (`gpool quota --max-gpu-mem`) is InvalidArgument naming
+  // `job.resources.gpu_memory`; a task that does not say its memory is counted with the largest
+  // GPU of the pool (what a whole GPU or a slice of one may hold), and not at all while no node
+  // is registered. Per-user totals (max_gpus, max_compute, gpu_hours) are the scheduler's.
+  // Errors: the store's, InvalidArgument for a stored quota that does not parse.
+  Status applyLimits(const std::string& user, const std::string& group, api::JobSpec* spec);
 
   // Jobs matching `filter`, keyset paged. A user sees only their own jobs (asking for another
   // user's is PermissionDenied); a group admin sees their own and their groups' jobs; an admin
@@ -108,6 +126,7 @@ class JobService {
   const NodeRegistry& registry_;
   Clock& clock_;
   JobListener* listener_;
+  JobServiceOptions options_;
 };
 
 }  // namespace gpool::controller

@@ -1,6 +1,7 @@
 #include "controller/scheduling_loop.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -139,6 +140,7 @@ Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerC
     level.priority = q.priority;
     level.preemptible = q.preemptible;
     level.max_gpus_per_user = q.max_gpus_per_user_milli.value_or(0);
+    level.grace_s = q.grace_time_seconds;
     auto same = std::find_if(cfg.qos_levels.begin(), cfg.qos_levels.end(),
                              [&](const sched::QosLevel& l) { return l.name == q.name; });
     if (same != cfg.qos_levels.end()) {
@@ -160,14 +162,20 @@ Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerC
     GPOOL_RETURN_IF_ERROR(api::fromJson(j, &quota, where));
     // The api's max_gpus 0 forbids GPUs, where the library's 0 means no cap: one thousandth
     // of a GPU is below any slice a job can ask for, so nothing with a GPU fits under it.
-    uint64_t cap = quota.max_gpus_milli ? std::max<uint64_t>(*quota.max_gpus_milli, 1) : 0;
+    // The same for max_compute.
+    auto capOf = [](const std::optional<uint64_t>& limit) {
+      return limit ? std::max<uint64_t>(*limit, 1) : uint64_t{0};
+    };
     if (is_group) {
       sched::GroupPolicy& group = cfg.groups[r.name];
-      group.max_gpus = cap;
+      group.max_gpus = capOf(quota.max_gpus_milli);
+      group.max_compute = capOf(quota.max_compute_milli);
       group.quota = quota.guaranteed_gpus_milli;
       cfg.fairshare.group_shares[r.name] = quota.priority_weight;
     } else {
-      cfg.users[r.name].max_gpus = cap;
+      sched::UserPolicy& user = cfg.users[r.name];
+      user.max_gpus = capOf(quota.max_gpus_milli);
+      user.max_compute = capOf(quota.max_compute_milli);
       cfg.fairshare.user_shares[r.name] = quota.priority_weight;
     }
     if (!quota.gpu_hours) continue;
@@ -250,9 +258,10 @@ Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
   return Status::ok();
 }
 
-Status SchedulingLoop::persistStart(const sched::StartDecision& start,
-                                    const store::JobRecord& record,
-                                    const sched::ClusterState& cluster, PassReport& report) {
+Status SchedulingLoop::persistStart(
+    const sched::StartDecision& start, const store::JobRecord& record,
+    const sched::ClusterState& cluster,
+    const std::function<std::optional<int64_t>(const std::string&)>& grace_of, PassReport& report) {
   GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
   std::vector<api::Allocation> allocations = apiAllocationsFor(start.allocation, cluster, job.spec);
   Result<int64_t> epoch =
@@ -276,6 +285,7 @@ Status SchedulingLoop::persistStart(const sched::StartDecision& start,
     assignment.uid = record.uid;
     assignment.spec = job.spec;
     assignment.allocation = a;
+    assignment.grace_s = grace_of(job.spec.qos);
     gateway_.assign(assignment);
   }
   return Status::ok();
@@ -390,9 +400,18 @@ Result<PassReport> SchedulingLoop::runOnce() {
   sched::SchedulerPass pass(*policy_);
   sched::Decisions decisions = pass.run(cluster, jobs, ledger_, policy.config, now, random_);
 
+  // A store QoS level's grace_time is also its jobs' grace at their time limit.
+  std::map<std::string, int64_t> qos_grace;
+  for (const sched::QosLevel& level : policy.config.qos_levels) {
+    if (level.grace_s) qos_grace[level.name] = *level.grace_s;
+  }
+  auto graceOf = [&](const std::string& qos) -> std::optional<int64_t> {
+    auto g = qos_grace.find(qos.empty() ? default_qos : qos);
+    return g == qos_grace.end() ? std::nullopt : std::optional<int64_t>(g->second);
+  };
   for (const sched::StartDecision& start : decisions.starts) {
     GPOOL_RETURN_IF_ERROR(
-        persistStart(start, *by_id.at(static_cast<int64_t>(start.job)), cluster, report));
+        persistStart(start, *by_id.at(static_cast<int64_t>(start.job)), cluster, graceOf, report));
   }
   for (const sched::PreemptDecision& p : decisions.preemptions) {
     const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));

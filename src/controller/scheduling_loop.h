@@ -2,8 +2,10 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
@@ -47,10 +49,12 @@ struct LoopOptions {
 // store, so that a `gpool qos` or `gpool quota` change applies at the next pass. A store QoS
 // level (priority, preemptible, GPUs per user) replaces a configured one of the same name. A
 // user's quota gives their GPU cap (AssocMaxGpuPerUser) and fair-share weight; a group's its GPU
-// cap (GroupQuota), guaranteed GPUs and fair-share weight. The api's max_gpus 0 forbids GPUs.
-// Users and groups whose ended runs used a quota's `gpu_hours` within its period (as of `now`)
-// are listed: their pending jobs wait with kGpuHoursReason. Quota fields with no scheduler knob
-// (memory and compute caps, run time) are not applied.
+// cap (GroupQuota), guaranteed GPUs and fair-share weight; `max_compute` the user's or group's
+// compute cap (AssocMaxComputePerUser, GroupComputeQuota). The api's max_gpus (max_compute) 0
+// forbids GPUs. A store QoS level's grace_time is its preemption grace (sched::QosLevel). Users
+// and groups whose ended runs used a quota's `gpu_hours` within its period (as of `now`) are
+// listed: their pending jobs wait with kGpuHoursReason. The per-job limits (max_run_time,
+// max_wall_time, max_memory_per_task) are checked at submission (JobService::applyLimits).
 struct StorePolicy {
   sched::SchedulerConfig config;
   std::set<std::string> users_out_of_gpu_hours;
@@ -128,8 +132,12 @@ class SchedulingLoop final : public JobListener {
 
  private:
   Status failJobsOnDownNodes(PassReport& report);
+  // `grace_of(spec.qos)`: the job's QoS grace_time (SIGTERM to SIGKILL at the time limit);
+  // nullopt: the agent's default.
   Status persistStart(const sched::StartDecision& start, const store::JobRecord& record,
-                      const sched::ClusterState& cluster, PassReport& report);
+                      const sched::ClusterState& cluster,
+                      const std::function<std::optional<int64_t>(const std::string&)>& grace_of,
+                      PassReport& report);
 
   store::Store& store_;
   NodeRegistry& registry_;

@@ -20,12 +20,19 @@ struct GroupPolicy {
   uint64_t max_gpus = 0;
   // Cap on each member's GPUs at once; 0 = none (AssocMaxGpuPerUser).
   uint64_t max_gpus_per_user = 0;
+  // Hard cap on the group's GPU compute at once, in thousandths of a GPU as computeDemand
+  // counts it (a whole GPU 1000, a slice its compute share); 0 = none. Jobs beyond it pend
+  // with GroupComputeQuota.
+  uint64_t max_compute = 0;
 };
 
 // Policy of one user across all groups.
 struct UserPolicy {
   // Cap on the user's GPUs at once, overriding the group's per-user cap when set; 0 = none.
   uint64_t max_gpus = 0;
+  // Cap on the user's GPU compute at once (as GroupPolicy::max_compute); 0 = none. Jobs beyond
+  // it pend with AssocMaxComputePerUser.
+  uint64_t max_compute = 0;
 };
 
 // Demand and allocation of one group, the input of the fair-share split.

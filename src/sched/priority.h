@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct QosLevel {
   bool preemptible = false;
   // Jobs of this QoS may evict preemptible work of lower priority.
   bool can_preempt = true;
+  // Seconds a job of this QoS gets between SIGTERM and SIGKILL when preempted (Slurm's QoS
+  // GraceTime); unset: PreemptionConfig::grace_s.
+  std::optional<int64_t> grace_s = std::nullopt;
 };
 
 // Weights of Slurm's multifactor priority: priority = sum(weight_i * factor_i) - nice, with each

@@ -41,6 +41,8 @@ std::string_view queueReasonName(QueueReason reason) {
     case QueueReason::kBadConstraints: return "BadConstraints";
     case QueueReason::kInvalidQos: return "InvalidQOS";
     case QueueReason::kJobArrayTaskLimit: return "JobArrayTaskLimit";
+    case QueueReason::kAssocMaxComputePerUser: return "AssocMaxComputePerUser";
+    case QueueReason::kGroupComputeQuota: return "GroupComputeQuota";
   }
   return "Unknown";
 }
@@ -179,6 +181,11 @@ class Pass {
     return job.time_limit_s > 0 ? job.time_limit_s : cfg_.backfill.default_time_limit_s;
   }
   std::string capReason(const Info& info, QueueReason* reason) const;
+  // The preemption grace of a job: its QoS level's, else the configured one.
+  int64_t graceOf(const Job& job) const {
+    const Info& info = infos_[static_cast<size_t>(&job - jobs_.data())];
+    return info.qos && info.qos->grace_s ? *info.qos->grace_s : cfg_.preemption.grace_s;
+  }
   std::string priorityText(const Info& info) const;
   // Whether some server could run one task of the request if it were empty (cached per shape).
   bool staticallyFeasible(const PlacementRequest& request) {
@@ -212,6 +219,8 @@ class Pass {
   std::vector<Info> infos_;
   std::unordered_map<JobId, size_t> by_id_;
   std::unordered_map<std::string, uint64_t> user_held_, group_held_, user_qos_held_;
+  // GPU compute (computeDemand) held per user and group, for the compute caps.
+  std::unordered_map<std::string, uint64_t> user_compute_held_, group_compute_held_;
   std::unordered_map<std::string, uint64_t> deserved_;
   // GPUs of jobs already told to leave (earlier passes or this one), per group.
   std::unordered_map<std::string, uint64_t> group_leaving_;
@@ -274,6 +283,8 @@ void Pass::prepare() {
       user_held_[j.user] += info.demand;
       group_held_[j.group] += info.demand;
       user_qos_held_[j.user + '\n' + j.qos] += info.demand;
+      user_compute_held_[j.user] += info.compute;
+      group_compute_held_[j.group] += info.compute;
       d.allocated += info.demand;
     } else {
       ++out_.stats.pending;
@@ -337,7 +348,7 @@ void Pass::idleReclaim() {
     if (cfg_.idle.preempt && idle_s >= cfg_.idle.preempt_after_s && j.idle_warned) {
       out_.idle.push_back({j.id, IdleAction::kPreempt, idle_s});
       out_.preemptions.push_back(
-          {j.id, 0, cfg_.preemption.grace_s, "GPU allocation idle for " + formatDuration(idle_s)});
+          {j.id, 0, graceOf(j), "GPU allocation idle for " + formatDuration(idle_s)});
       victims_.insert(j.id);
       leaving_.push_back(i);
       group_leaving_[j.group] += gpuDemand(j);
@@ -405,6 +416,26 @@ std::string Pass::capReason(const Info& info, QueueReason* reason) const {
              " GPUs, cap " + formatGpuCount(static_cast<uint32_t>(g->second.max_gpus));
     }
   }
+  // Compute caps count what computeDemand counts: a slice by its compute share.
+  auto computeText = [](uint64_t thousandths) {
+    return formatGpuCount(static_cast<uint32_t>(thousandths));
+  };
+  if (u != cfg_.users.end() && u->second.max_compute > 0) {
+    uint64_t h = held(user_compute_held_, j.user);
+    if (h + info.compute > u->second.max_compute) {
+      *reason = QueueReason::kAssocMaxComputePerUser;
+      return "user " + j.user + " holds " + computeText(h) + " GPUs of compute, cap " +
+             computeText(u->second.max_compute);
+    }
+  }
+  if (g != cfg_.groups.end() && g->second.max_compute > 0) {
+    uint64_t h = held(group_compute_held_, j.group);
+    if (h + info.compute > g->second.max_compute) {
+      *reason = QueueReason::kGroupComputeQuota;
+      return "group " + j.group + " holds " + computeText(h) + " GPUs of compute, cap " +
+             computeText(g->second.max_compute);
+    }
+  }
   *reason = QueueReason::kNone;
   return {};
 }
@@ -424,6 +455,8 @@ void Pass::start(Info& info, std::vector<TaskAllocation> alloc, bool backfilled,
   gh += info.demand;
   user_held_[j.user] += info.demand;
   user_qos_held_[j.user + '\n' + j.qos] += info.demand;
+  user_compute_held_[j.user] += info.compute;
+  group_compute_held_[j.group] += info.compute;
   if (j.array_id != 0) ++array_running_[j.array_id];
   started_.emplace_back(now_ + std::chrono::seconds(timeLimit(j)), alloc);
 
@@ -571,22 +604,25 @@ bool Pass::tryPreempt(Info& info, std::string* detail) {
     }
   }
   std::string names;
+  int64_t grace_s = 0;  // the longest of the victims': the preemptor starts after it
   for (const Candidate* c : chosen) {
     victims_.insert(c->job->id);
     leaving_.push_back(static_cast<size_t>(c->job - jobs_.data()));
     group_leaving_[c->job->group] += gpuDemand(*c->job);
     std::string why = c->reclaim ? "reclaimed for group " + p.group + " (below its share)"
                                  : "preempted by higher-priority job " + std::to_string(p.id);
-    out_.preemptions.push_back({c->job->id, p.id, pc.grace_s, why});
+    const int64_t grace = graceOf(*c->job);
+    grace_s = std::max(grace_s, grace);
+    out_.preemptions.push_back({c->job->id, p.id, grace, why});
     if (!names.empty()) names += ", ";
     names += std::to_string(c->job->id);
   }
-  TimePoint at = now_ + std::chrono::seconds(pc.grace_s);
+  TimePoint at = now_ + std::chrono::seconds(grace_s);
   applyClamped(masked_, fit.tasks);
   earliest_reservation_ = std::min(earliest_reservation_, at);
   reservations_.push_back({p.id, at, fit.tasks});
   *detail += "; preempting job(s) " + names + ", starts after their grace period of " +
-             formatDuration(pc.grace_s);
+             formatDuration(grace_s);
   return true;
 }
 
@@ -601,8 +637,7 @@ bool Pass::reserve(Info& info, std::string* detail) {
     if (j.state != JobState::kRunning) continue;
     TimePoint end = j.start_time + std::chrono::seconds(timeLimit(j));
     if (j.preempt_deadline) end = std::min(end, *j.preempt_deadline);
-    if (victims_.count(j.id))
-      end = std::min(end, now_ + std::chrono::seconds(cfg_.preemption.grace_s));
+    if (victims_.count(j.id)) end = std::min(end, now_ + std::chrono::seconds(graceOf(j)));
     ends.emplace_back(std::max(end, now_), &j.allocation);
   }
   for (const auto& [end, alloc] : started_)

@@ -50,10 +50,13 @@ enum class QueueReason : uint8_t {
   kBadConstraints,      // no server of the pool can ever satisfy the request
   kInvalidQos,          // the job names a QoS the policy does not define
   kJobArrayTaskLimit,   // its array already runs as many elements as its "%N" allows
+  kAssocMaxComputePerUser,  // the user's GPU compute would exceed the user's cap
+  kGroupComputeQuota,       // the group's GPU compute would exceed the group's cap
 };
 
 // "None", "Resources", "Priority", "Dependency", "QOSMaxGpuPerUser", "AssocMaxGpuPerUser",
-// "GroupQuota", "BadConstraints", "InvalidQOS", "JobArrayTaskLimit".
+// "GroupQuota", "BadConstraints", "InvalidQOS", "JobArrayTaskLimit", "AssocMaxComputePerUser",
+// "GroupComputeQuota".
 std::string_view queueReasonName(QueueReason reason);
 
 struct BackfillConfig {

@@ -180,10 +180,8 @@ Status saveApiUser(Store& store, const api::User& user) {
   return store.upsertUser(userRecordFor(user));
 }
 
-namespace {
-// The quota of `name` from the quota table, or nullopt when none is set.
-Result<std::optional<api::Quota>> loadQuota(Store& store, QuotaSubject subject,
-                                            const std::string& name) {
+Result<std::optional<api::Quota>> loadApiQuota(Store& store, QuotaSubject subject,
+                                               const std::string& name) {
   auto q = store.getQuota(subject, name);
   if (!q.ok()) {
     if (q.status().code() == StatusCode::kNotFound) return std::optional<api::Quota>{};
@@ -192,12 +190,11 @@ Result<std::optional<api::Quota>> loadQuota(Store& store, QuotaSubject subject,
   GPOOL_ASSIGN_OR_RETURN(auto quota, decodeStored<api::Quota>(q->limits_json, "quota " + name));
   return std::optional<api::Quota>(std::move(quota));
 }
-}  // namespace
 
 Result<api::User> loadApiUser(Store& store, const std::string& name) {
   GPOOL_ASSIGN_OR_RETURN(auto record, store.getUser(name));
   GPOOL_ASSIGN_OR_RETURN(auto user, decodeStored<api::User>(record.info_json, "user " + name));
-  GPOOL_ASSIGN_OR_RETURN(user.quota, loadQuota(store, QuotaSubject::kUser, name));
+  GPOOL_ASSIGN_OR_RETURN(user.quota, loadApiQuota(store, QuotaSubject::kUser, name));
   return user;
 }
 
@@ -214,7 +211,7 @@ Status saveApiGroup(Store& store, const api::Group& group) {
 Result<api::Group> loadApiGroup(Store& store, const std::string& name) {
   GPOOL_ASSIGN_OR_RETURN(auto record, store.getGroup(name));
   GPOOL_ASSIGN_OR_RETURN(auto group, decodeStored<api::Group>(record.info_json, "group " + name));
-  GPOOL_ASSIGN_OR_RETURN(group.quota, loadQuota(store, QuotaSubject::kGroup, name));
+  GPOOL_ASSIGN_OR_RETURN(group.quota, loadApiQuota(store, QuotaSubject::kGroup, name));
   return group;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,10 @@ Result<api::Group> loadApiGroup(Store& store, const std::string& name);
 
 Status saveApiQuota(Store& store, QuotaSubject subject, const std::string& name,
                     const api::Quota& quota, const std::string& actor, TimePoint now);
+// The quota of a user or group from the quota table; nullopt when none is set. Internal for
+// a stored quota that does not decode.
+Result<std::optional<api::Quota>> loadApiQuota(Store& store, QuotaSubject subject,
+                                               const std::string& name);
 
 QosRecord qosRecordFor(const api::Qos& qos);
 Status saveApiQos(Store& store, const api::Qos& qos);

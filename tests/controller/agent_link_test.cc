@@ -381,6 +381,21 @@ TEST_F(AgentLinkTest, SubmitAssignsAndReportsMoveTheJobToCompleted) {
   EXPECT_EQ(job(id)["exit_code"], 0);
 }
 
+// The task entry carries the time limit and, when the job's QoS has one, its grace_time as
+// grace_seconds (the agent's SIGTERM-to-SIGKILL at the limit); without one the agent's default.
+TEST(TaskEntryJsonTest, CarriesTimeLimitAndQosGrace) {
+  TaskAssignment a;
+  a.job_id = 7;
+  a.user = "alice";
+  a.spec = testing::makeSpec(1000);
+  a.spec.time_limit_seconds = 3600;
+  json entry = taskEntryJson(a);
+  EXPECT_EQ(entry["launch"]["time_limit_seconds"], 3600);
+  EXPECT_FALSE(entry["launch"].contains("grace_seconds"));
+  a.grace_s = 45;
+  EXPECT_EQ(taskEntryJson(a)["launch"]["grace_seconds"], 45);
+}
+
 TEST_F(AgentLinkTest, NonZeroExitFailsTheJobAndCancelReachesTheAgent) {
   auto agent = helloAgent("n1");
   int64_t failing = submit("exit 3");

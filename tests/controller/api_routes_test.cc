@@ -493,6 +493,46 @@ TEST_F(ApiTest, GroupsQuotasAndQos) {
   EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/high").status, 404);
 }
 
+// Per-job limits at POST /v1/jobs: a QoS level's max_wall_time and a quota's max_run_time and
+// max_gpu_mem (max_memory_per_task) answer 400 naming the field and the limit; a job without a
+// time limit gets the QoS's max_wall_time.
+TEST_F(ApiTest, SubmissionsAboveQosAndQuotaLimitsAre400) {
+  ASSERT_EQ(call("root", Method::kPut, "/v1/qos/short", R"({"max_wall_time":"1h"})").status, 201);
+  api::JobSpec spec = makeSpec(1000);
+  spec.qos = "short";
+  auto none = call("alice", Method::kPost, "/v1/jobs", api::toJson(spec).dump());
+  ASSERT_EQ(none.status, 201) << none.body;
+  int64_t id = body(none)["ids"][0].get<int64_t>();
+  EXPECT_EQ(body(get("alice", jobPath(id)))["spec"]["time_limit_seconds"], 3600);
+
+  spec.time_limit_seconds = 2 * 3600;
+  auto too_long = call("alice", Method::kPost, "/v1/jobs", api::toJson(spec).dump());
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_EQ(message(too_long),
+            "job.time_limit: 02:00:00 is above QoS short's max_wall_time 01:00:00; ask for at "
+            "most that (--time)");
+
+  ASSERT_EQ(call("root", Method::kPut, "/v1/quotas/user/alice",
+                 R"({"max_memory_per_task":"20G","max_run_time":"30m"})")
+                .status,
+            200);
+  spec.time_limit_seconds = 3600;
+  auto over_run_time = call("alice", Method::kPost, "/v1/jobs", api::toJson(spec).dump());
+  EXPECT_EQ(over_run_time.status, 400);
+  EXPECT_NE(message(over_run_time).find("user alice's quota max_run_time 00:30:00"),
+            std::string::npos)
+      << over_run_time.body;
+  spec.time_limit_seconds = 0;
+  auto whole_gpu = call("alice", Method::kPost, "/v1/jobs", api::toJson(spec).dump());
+  EXPECT_EQ(whole_gpu.status, 400);
+  EXPECT_NE(message(whole_gpu).find("job.resources.gpu_memory: 80G of GPU memory per task"),
+            std::string::npos)
+      << whole_gpu.body;
+  EXPECT_NE(message(whole_gpu).find("max_gpu_mem 20G"), std::string::npos) << whole_gpu.body;
+  // Other users are not bound by alice's quota.
+  EXPECT_EQ(call("bob", Method::kPost, "/v1/jobs", api::toJson(spec).dump()).status, 201);
+}
+
 // GET /v1/jobs/{id}/log reads the file the agent reported, by offsets.
 TEST_F(ApiTest, LogRouteReadsTheReportedFileByOffsets) {
   int64_t id = submit("alice", "ml");

@@ -80,6 +80,21 @@ class SchedulingLoopTest : public ::testing::Test {
     return r.ok() ? *r : PassReport{};
   }
   std::string state(int64_t id) { return ctl_->store->getJob(id)->state; }
+  // Sets the quota of user alice or of a group, creating the record it belongs to first.
+  void setQuota(store::QuotaSubject subject, const std::string& name, const api::Quota& quota) {
+    if (subject == store::QuotaSubject::kUser) {
+      api::User user;
+      user.name = name;
+      user.uid = 1001;
+      ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
+    } else {
+      api::Group group;
+      group.name = name;
+      ASSERT_TRUE(store::saveApiGroup(*ctl_->store, group).isOk());
+    }
+    Status s = store::saveApiQuota(*ctl_->store, subject, name, quota, "root", clock_.now());
+    ASSERT_TRUE(s.isOk()) << s.toString();
+  }
 
   testing::TempDir dir_;
   SimClock clock_;
@@ -446,6 +461,157 @@ TEST_F(SchedulingLoopTest, UsedUpGpuHoursHoldNewWorkBack) {
   EXPECT_EQ(state(second), "RUNNING");
 }
 
+// Slurm's MaxWall: a QoS level's max_wall_time and a user's or group's quota max_run_time refuse
+// a longer --time (naming the field, the limit and whose it is) and give a job without one the
+// smallest of them as its time limit.
+TEST_F(SchedulingLoopTest, WallTimeAndRunTimeLimitsApplyAtSubmission) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  auto submitted = [&](const api::JobSpec& spec, const std::string& group) {
+    return ctl_->service.submit(alice(), SubmitRequest{spec, "", 0, group});
+  };
+  auto timeLimit = [&](int64_t id) {
+    auto job = store::apiJobFrom(*ctl_->store->getJob(id));
+    return job.ok() ? job->spec.time_limit_seconds : -1;
+  };
+  api::JobSpec plain = makeSpec(1000);     // no --time, the default QoS
+  EXPECT_EQ(timeLimit(submit(plain)), 0);  // no limit anywhere: none given
+
+  api::Qos normal;
+  normal.name = "normal";  // the default QoS (a job naming none)
+  normal.max_wall_time_seconds = 4 * 3600;
+  ASSERT_TRUE(store::saveApiQos(*ctl_->store, normal).isOk());
+  EXPECT_EQ(timeLimit(submit(plain)), 4 * 3600);
+  api::JobSpec five_hours = plain;
+  five_hours.time_limit_seconds = 5 * 3600;
+  auto refused = submitted(five_hours, "ml");
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "job.time_limit: 05:00:00 is above QoS normal's max_wall_time 04:00:00; ask for at "
+            "most that (--time)");
+  api::JobSpec three_hours = plain;
+  three_hours.time_limit_seconds = 3 * 3600;
+  EXPECT_EQ(timeLimit(submit(three_hours)), 3 * 3600);  // within it: kept
+
+  // The user's and the group's max_run_time apply too; the smallest limit wins.
+  api::Quota mine;
+  mine.max_run_time_seconds = 2 * 3600;
+  setQuota(store::QuotaSubject::kUser, "alice", mine);
+  EXPECT_EQ(timeLimit(submit(plain)), 2 * 3600);
+  refused = submitted(three_hours, "ml");
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find(
+                "job.time_limit: 03:00:00 is above user alice's quota max_run_time 02:00:00"),
+            std::string::npos)
+      << refused.status().message();
+  api::Quota ours;
+  ours.max_run_time_seconds = 1800;
+  setQuota(store::QuotaSubject::kGroup, "vision", ours);
+  EXPECT_EQ(timeLimit(submit(plain, "vision")), 1800);
+  EXPECT_EQ(timeLimit(submit(plain, "ml")), 2 * 3600);  // another group's quota does not apply
+  refused = submitted(three_hours, "vision");
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("above user alice's quota max_run_time"),
+            std::string::npos)
+      << refused.status().message();
+  api::JobSpec hour = plain;
+  hour.time_limit_seconds = 3600;
+  refused = submitted(hour, "vision");
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("above group vision's quota max_run_time 00:30:00"),
+            std::string::npos)
+      << refused.status().message();
+
+  // A QoS level without max_wall_time adds no limit; the quotas still apply.
+  api::Qos open;
+  open.name = "open";
+  ASSERT_TRUE(store::saveApiQos(*ctl_->store, open).isOk());
+  api::JobSpec in_open = plain;
+  in_open.qos = "open";
+  EXPECT_EQ(timeLimit(submit(in_open)), 2 * 3600);
+}
+
+// A quota's max_memory_per_task (`gpool quota --max-gpu-mem`) refuses a task with more GPU
+// memory, counting a whole GPU or a slice without --gpu-mem by the pool's largest GPU (80 GiB).
+TEST_F(SchedulingLoopTest, MaxGpuMemRefusesBiggerTasksAtSubmission) {
+  api::Quota quota;
+  quota.max_memory_per_task_mib = 40 * 1024;
+  setQuota(store::QuotaSubject::kUser, "alice", quota);
+  auto submitted = [&](const api::JobSpec& spec) {
+    return ctl_->service.submit(alice(), SubmitRequest{spec, "", 0, "ml"});
+  };
+  // No node yet: only an explicit --gpu-mem can be counted.
+  EXPECT_TRUE(submitted(makeSpec(1000)).ok());
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4, 80 * 1024)).ok());
+  auto whole = submitted(makeSpec(1000));
+  ASSERT_EQ(whole.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(whole.status().message(),
+            "job.resources.gpu_memory: 80G of GPU memory per task (the whole memory of the "
+            "pool's largest GPU) is above user alice's quota max_gpu_mem 40G; ask for less with "
+            "--gpu-mem (per GPU)");
+  EXPECT_TRUE(submitted(makeSpec(500)).ok());  // half of an 80G GPU: 40G
+  api::JobSpec two = makeSpec(2000);
+  two.resources.gpu_memory_mib = 20 * 1024;  // 2 x 20G = 40G per task
+  EXPECT_TRUE(submitted(two).ok());
+  two.resources.gpu_memory_mib = 30 * 1024;  // 60G
+  auto too_much = submitted(two);
+  ASSERT_EQ(too_much.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_much.status().message().find(
+                "job.resources.gpu_memory: 60G of GPU memory per task is above user alice's "
+                "quota max_gpu_mem 40G"),
+            std::string::npos)
+      << too_much.status().message();
+  EXPECT_TRUE(submitted(makeSpec(0)).ok());  // no GPU: no GPU memory
+}
+
+// A quota's max_compute caps the compute a user or group holds at once (a slice counts its
+// share): jobs beyond it wait with AssocMaxComputePerUser / GroupComputeQuota.
+TEST_F(SchedulingLoopTest, MaxComputeHoldsJobsBeyondTheCap) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  api::Quota mine;
+  mine.max_compute_milli = 1500;
+  setQuota(store::QuotaSubject::kUser, "alice", mine);
+  int64_t whole = submit(makeSpec(1000));
+  int64_t quarter = submit(makeSpec(250));
+  pass();
+  EXPECT_EQ(state(whole), "RUNNING");
+  EXPECT_EQ(state(quarter), "RUNNING");
+  int64_t half = submit(makeSpec(500));  // 1.25 + 0.5 > 1.5
+  pass();
+  EXPECT_EQ(state(half), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(half)->reason, "AssocMaxComputePerUser");
+
+  ASSERT_TRUE(
+      ctl_->store->deleteQuota(store::QuotaSubject::kUser, "alice", "root", clock_.now()).isOk());
+  api::Quota ours;
+  ours.max_compute_milli = 0;  // forbids GPU compute to the group's jobs
+  setQuota(store::QuotaSubject::kGroup, "vision", ours);
+  int64_t in_vision = submit(makeSpec(250), "vision");
+  pass();
+  EXPECT_EQ(state(half), "RUNNING");
+  EXPECT_EQ(state(in_vision), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(in_vision)->reason, "GroupComputeQuota");
+}
+
+// A store QoS level's grace_time goes with its jobs' assignments (SIGTERM to SIGKILL at the
+// time limit; agent_link_test checks the frame); a level only configured in gpoold leaves the
+// agent's default.
+TEST_F(SchedulingLoopTest, QosGraceTimeReachesTheAssignment) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  api::Qos high;
+  high.name = "high";
+  high.grace_time_seconds = 45;
+  ASSERT_TRUE(store::saveApiQos(*ctl_->store, high).isOk());
+  api::JobSpec spec = makeSpec(1000);
+  spec.qos = "high";
+  int64_t in_high = submit(spec);
+  int64_t in_default = submit(makeSpec(1000));
+  pass();
+  ASSERT_EQ(gateway_.forJob(in_high).size(), 1u);
+  EXPECT_EQ(gateway_.forJob(in_high)[0].grace_s, std::optional<int64_t>(45));
+  ASSERT_EQ(gateway_.forJob(in_default).size(), 1u);
+  EXPECT_FALSE(gateway_.forJob(in_default)[0].grace_s.has_value());
+}
+
 // The store's QoS levels and quotas, as the pass's scheduler sees them.
 TEST(ReadStorePolicyTest, MapsQosLevelsAndQuotas) {
   testing::TempDir dir;
@@ -466,6 +632,7 @@ TEST(ReadStorePolicyTest, MapsQosLevelsAndQuotas) {
   high.priority = 100;
   high.preemptible = true;
   high.max_gpus_per_user_milli = 2000;
+  high.grace_time_seconds = 30;
   ASSERT_TRUE(store::saveApiQos(*store, normal).isOk());
   ASSERT_TRUE(store::saveApiQos(*store, high).isOk());
   api::Quota user_quota;
@@ -478,6 +645,7 @@ TEST(ReadStorePolicyTest, MapsQosLevelsAndQuotas) {
   group_quota.max_gpus_milli = 8000;
   group_quota.guaranteed_gpus_milli = 3000;
   group_quota.priority_weight = 3;
+  group_quota.max_compute_milli = 2500;
   ASSERT_TRUE(store::saveApiQuota(*store, store::QuotaSubject::kGroup, "vision", group_quota,
                                   "root", clock.now())
                   .isOk());
@@ -498,6 +666,9 @@ TEST(ReadStorePolicyTest, MapsQosLevelsAndQuotas) {
   EXPECT_EQ(cfg->groups.at("vision").max_gpus, 8000u);
   EXPECT_EQ(cfg->groups.at("vision").quota, 3000u);
   EXPECT_EQ(cfg->fairshare.group_shares.at("vision"), 3.0);
+  EXPECT_EQ(cfg->qos_levels[1].grace_s, std::optional<int64_t>(30));
+  EXPECT_EQ(cfg->groups.at("vision").max_compute, 2500u);
+  EXPECT_EQ(cfg->users.at("alice").max_compute, 0u);  // none set: no cap
   // The base stays as it was: the next pass starts from the configuration again.
   EXPECT_EQ(base.qos_levels.size(), 1u);
   EXPECT_TRUE(base.users.empty());

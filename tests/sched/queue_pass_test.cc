@@ -61,6 +61,54 @@ job 2 b h 1 qos=high
   EXPECT_EQ(d.reservations[0].start, kOrigin + std::chrono::seconds(100 + 900));
 }
 
+// A QoS level's grace (Slurm's QoS GraceTime) replaces the configured one for its jobs; the
+// preemptor's reservation waits for the longest grace of its victims.
+TEST(SchedulerPass, QosGraceIsTheVictimsGracePeriod) {
+  Decisions d = runScenario(R"(
+config min_run 0s
+config delay 0s
+config grace 15m
+qos low priority=0 preemptible grace=1m
+qos mid priority=1 preemptible
+qos high priority=10
+node n1 2
+now 100
+run 1 a g 1 on=n1 start=0 qos=low preemptible
+run 2 a g 1 on=n1 start=0 qos=mid preemptible
+job 3 b h 2 qos=high
+)");
+  ASSERT_EQ(d.preemptions.size(), 2u);
+  for (const PreemptDecision& p : d.preemptions)
+    EXPECT_EQ(p.grace_s, p.job == 1 ? 60 : 900) << p.job;
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].start, kOrigin + std::chrono::seconds(100 + 900));
+}
+
+// Compute caps count a slice by its compute share: beyond a user's or a group's cap the job
+// waits with AssocMaxComputePerUser or GroupComputeQuota.
+TEST(SchedulerPass, ComputeCapsHoldJobsBack) {
+  Decisions d = runScenario(R"(
+user a max_compute=1.5
+group h max_compute=0.5
+node n1 8
+now 100
+run 1 a g 1 on=n1 start=0
+job 2 a g 0.25 submit=10
+job 3 a g 0.5 submit=20
+job 4 b h 0.25 submit=30
+job 5 b h 0.5 submit=40
+)");
+  EXPECT_TRUE(started(d, 2));
+  EXPECT_EQ(findPending(d, 3).reason, QueueReason::kAssocMaxComputePerUser);
+  EXPECT_NE(findPending(d, 3).detail.find("user a holds 1.25 GPUs of compute, cap 1.5"),
+            std::string::npos)
+      << findPending(d, 3).detail;
+  EXPECT_TRUE(started(d, 4));
+  EXPECT_EQ(findPending(d, 5).reason, QueueReason::kGroupComputeQuota);
+  EXPECT_EQ(queueReasonName(QueueReason::kAssocMaxComputePerUser), "AssocMaxComputePerUser");
+  EXPECT_EQ(queueReasonName(QueueReason::kGroupComputeQuota), "GroupComputeQuota");
+}
+
 TEST(SchedulerPass, EqualPriorityNeverPreempts) {
   Decisions d = runScenario(R"(
 config order fifo

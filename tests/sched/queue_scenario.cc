@@ -245,6 +245,11 @@ Result<Scenario> parseScenario(const std::string& text) {
         if (!g.ok()) return fail(g.status());
         q.max_gpus_per_user = *g;
       }
+      if (l.kv.count("grace")) {
+        auto g = parseDuration(l.kv["grace"]);
+        if (!g.ok()) return fail(g.status());
+        q.grace_s = *g;
+      }
       q.preemptible = l.flags.count("preemptible") > 0;
       q.can_preempt = l.flags.count("no_preempt") == 0;
       s.config.qos_levels.push_back(q);
@@ -255,6 +260,10 @@ Result<Scenario> parseScenario(const std::string& text) {
           g.over_quota_weight = toDouble(v).valueOr(1);
         } else if (k == "shares") {
           s.config.fairshare.group_shares[l.words[1]] = toDouble(v).valueOr(1);
+        } else if (k == "max_compute") {  // a sum of shares: "1.5" is fine here
+          auto n = parseScaledDecimal(v, 3, uint64_t{1} << 40, "compute");
+          if (!n.ok()) return fail(n.status());
+          g.max_compute = *n;
         } else {
           auto n = parseGpuCount(v);
           if (!n.ok()) return fail(n.status());
@@ -269,9 +278,20 @@ Result<Scenario> parseScenario(const std::string& text) {
         }
       }
     } else if (d == "user") {
-      auto n = parseGpuCount(l.kv["max"]);
-      if (!n.ok()) return fail(n.status());
-      s.config.users[l.words.at(1)].max_gpus = *n;
+      UserPolicy& u = s.config.users[l.words.at(1)];
+      for (const auto& [k, v] : l.kv) {
+        if (k == "max") {
+          auto n = parseGpuCount(v);
+          if (!n.ok()) return fail(n.status());
+          u.max_gpus = *n;
+        } else if (k == "max_compute") {
+          auto n = parseScaledDecimal(v, 3, uint64_t{1} << 40, "compute");
+          if (!n.ok()) return fail(n.status());
+          u.max_compute = *n;
+        } else {
+          return fail(Status::invalidArgument("unknown user field '" + k + "'"));
+        }
+      }
     } else if (d == "usage") {
       if (l.words.size() < 4) return fail(Status::invalidArgument("usage <user> <group> <v>"));
       auto v = toDouble(l.words[3]);

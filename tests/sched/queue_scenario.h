@@ -7,9 +7,9 @@
 //
 //   node <name> <gpus> [mem=MiB] [model=M]
 //   config <key> <value>             see applyConfig() in queue_scenario.cc for the keys
-//   qos <name> [priority=N] [max_per_user=G] [preemptible] [no_preempt]
-//   group <name> [quota=G] [weight=W] [max=G] [max_per_user=G] [shares=S]
-//   user <name> [max=G]
+//   qos <name> [priority=N] [max_per_user=G] [grace=D] [preemptible] [no_preempt]
+//   group <name> [quota=G] [weight=W] [max=G] [max_per_user=G] [max_compute=G] [shares=S]
+//   user <name> [max=G] [max_compute=G]
 //   usage <user> <group> <billed GPU-seconds>
 //   now <t>
 //   job <id> <user> <group> <gpus> [submit=t] [limit=D] [qos=Q] [nice=N] [preemptible]
