@@ -9,12 +9,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/shell_server.h"
 #include "cli/api_client.h"
@@ -78,6 +81,10 @@ struct LogCursor {
   bool complete = false;
   std::string data;  // what the last read returned
   std::string state;
+  // gpool run: the log is on another server (no output here; the job's end still counts).
+  bool elsewhere = false;
+  // gpool run with labels: the start of a line whose end has not been read yet.
+  std::string partial;
 };
 
 // Reads the next piece; FailedPrecondition while the task has no log yet.
@@ -99,7 +106,30 @@ void writeOut(FILE* f, const std::string& data) {
   std::fflush(f);
 }
 
-// The exit code a finished job gives its `gpool run`: the job's own, else 1 for a failure.
+// Writes what cursor `c` read last to `f`. With a `label` (gpool run of a multi-task job), as
+// `srun --label` does: every line starts with the label ("0: ", " 3: "), and a line is written
+// only once its end was read (so lines of different tasks do not interleave); when the stream is
+// complete, an unfinished last line is written with a newline added.
+void writeLabelled(FILE* f, LogCursor* c, const std::string& label) {
+  if (label.empty()) {
+    writeOut(f, c->data);
+    return;
+  }
+  c->partial += c->data;
+  std::string lines;
+  size_t start = 0;
+  for (size_t eol; (eol = c->partial.find('\n', start)) != std::string::npos; start = eol + 1)
+    lines += label + c->partial.substr(start, eol + 1 - start);
+  c->partial.erase(0, start);
+  if (c->complete && !c->partial.empty()) {
+    lines += label + c->partial + "\n";
+    c->partial.clear();
+  }
+  writeOut(f, lines);
+}
+
+// The exit code a finished job gives its `gpool run`: the job's own (gpoold records the highest
+// of its tasks' exit codes), else 1 for a failure.
 int exitCodeOfJob(const api::Job& job) {
   if (job.state == api::JobState::kCompleted) return 0;
   if (job.exit_code && *job.exit_code > 0) return *job.exit_code;
@@ -294,14 +324,25 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
   }
   uint64_t id = answer["ids"][0].get<uint64_t>();
   std::fprintf(stderr, "gpool: job %llu submitted\n", static_cast<unsigned long long>(id));
-  LogCursor out;
-  out.id = id;
-  LogCursor err;
-  err.id = id;
-  err.stderr_stream = true;
+  // Every task's stdout and stderr; with more than one task each line is labelled with the
+  // task's rank, right-aligned to the widest rank, as `srun --label` does.
+  const uint32_t tasks = std::max<uint32_t>(1, plan.spec.tasks);
+  const size_t width = std::to_string(tasks - 1).size();
+  std::vector<LogCursor> cursors;
+  std::vector<std::string> labels;  // one per cursor; empty: no label
+  for (uint32_t t = 0; t < tasks; ++t) {
+    for (bool stderr_stream : {false, true}) {
+      LogCursor c;
+      c.id = id;
+      c.task = t;
+      c.stderr_stream = stderr_stream;
+      cursors.push_back(std::move(c));
+      std::string rank = std::to_string(t);
+      labels.push_back(tasks == 1 ? "" : std::string(width - rank.size(), ' ') + rank + ": ");
+    }
+  }
   int seen_interrupts = 0;
   bool said_pending = false;
-  bool said_elsewhere = false;
   while (true) {
     int n = interrupts.count();
     if (n > seen_interrupts) {
@@ -327,31 +368,33 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
       seen_interrupts = n;
     }
     bool progressed = false;
-    bool done = true;
-    for (LogCursor* c : {&out, &err}) {
-      if (c->complete) continue;
+    bool done = true;  // every stream read to its end, or on another server
+    for (size_t i = 0; i < cursors.size(); ++i) {
+      LogCursor* c = &cursors[i];
+      if (c->complete || c->elsewhere) continue;
       Status s = readNext(api, c);
       if (s.isOk()) {
-        writeOut(c->stderr_stream ? stderr : stdout, c->data);
+        writeLabelled(c->stderr_stream ? stderr : stdout, c, labels[i]);
         progressed = progressed || !c->data.empty();
         done = done && c->complete;
         continue;
       }
-      done = false;
-      if (s.code() == StatusCode::kNotFound && !said_elsewhere) {
-        // The log is on another server: no output here, but the exit code still comes.
-        std::fprintf(stderr, "gpool: %s\n", s.message().c_str());
-        said_elsewhere = true;
-      } else if (s.code() == StatusCode::kUnavailable) {
-        return s;
+      if (s.code() == StatusCode::kNotFound) {
+        // The log is on another server: no output here, but the exit code still comes. Said
+        // once per task (its stdout and stderr are on the same server).
+        c->elsewhere = true;
+        if (!c->stderr_stream) std::fprintf(stderr, "gpool: %s\n", s.message().c_str());
+        continue;
       }
+      done = false;
+      if (s.code() == StatusCode::kUnavailable) return s;
     }
     GPOOL_ASSIGN_OR_RETURN(api::Job job, fetchJob(api, id));
     if (job.state == api::JobState::kPending && !said_pending) {
       std::fprintf(stderr, "%s; waiting for it to start\n", pendingLine(job).c_str());
       said_pending = true;
     }
-    if (api::isFinished(job.state) && (done || said_elsewhere)) {
+    if (api::isFinished(job.state) && done) {
       if (job.state == api::JobState::kCancelled && seen_interrupts > 0) {
         std::fprintf(stderr, "gpool: job %llu cancelled\n", static_cast<unsigned long long>(id));
         *exit_code = 130;

@@ -27,9 +27,10 @@ struct LogsArgs {
 // printing until it ends.
 Status runLogs(const GlobalOptions& global, const LogsArgs& a);
 
-// gpool run: submits `plan`, waits for the job to start, streams task 0's stdout and stderr,
-// and returns the job's exit code in `*exit_code`. SIGINT cancels the job (a second SIGINT
-// leaves without waiting for the end).
+// gpool run: submits `plan`, waits for the job to start, streams every task's stdout and
+// stderr (with more than one task, each line labelled with its task's rank as `srun --label`
+// does: "0: ..."), and returns the job's exit code (the highest of its tasks') in
+// `*exit_code`. SIGINT cancels the job (a second SIGINT leaves without waiting for the end).
 Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* exit_code);
 
 // gpool shell: enters running job `job` (its task `task`) through its node agent's shell

@@ -952,15 +952,19 @@ void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report)
   }
   if (report.state == "running") {
     bool first = false;
+    bool first_of_task = false;
     {
       std::lock_guard lock(mu_);
       if (report.pid > 0) task_pids_[{job_id, report.task}] = report.pid;
       first = started_.insert({job_id, report.lease_epoch}).second;
+      first_of_task = files_recorded_.insert({job_id, report.lease_epoch, report.task}).second;
     }
-    if (!first) return;
-    Status s = loop_->taskStarted(job_id, report.lease_epoch);
-    if (!s.isOk()) spdlog::info("{}: start not recorded: {}", what, s.toString());
-    recordTaskFiles(job_id, report, what);
+    if (first) {
+      Status s = loop_->taskStarted(job_id, report.lease_epoch);
+      if (!s.isOk()) spdlog::info("{}: start not recorded: {}", what, s.toString());
+    }
+    // Each task's own logs (not only the first task's): `gpool run` and `gpool logs --task K`.
+    if (first_of_task) recordTaskFiles(job_id, report, what);
     return;
   }
   if (report.state != "exited") return;
@@ -969,6 +973,7 @@ void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report)
   {
     std::lock_guard lock(mu_);
     started_.erase({job_id, report.lease_epoch});
+    files_recorded_.erase({job_id, report.lease_epoch, report.task});
     task_pids_.erase({job_id, report.task});
   }
   TaskOutcome outcome = TaskOutcome::kExited;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -146,9 +147,12 @@ class AgentLink final : public AgentGateway {
   TelemetryHistory* telemetry_ = nullptr;
 
   mutable std::mutex mu_;
-  std::map<uint64_t, SessionPtr> sessions_;                    // by connection id
-  std::map<std::string, SessionPtr> by_node_;                  // the connection serving each node
-  std::set<std::pair<int64_t, int64_t>> started_;              // (job, epoch) reported running
+  std::map<uint64_t, SessionPtr> sessions_;        // by connection id
+  std::map<std::string, SessionPtr> by_node_;      // the connection serving each node
+  std::set<std::pair<int64_t, int64_t>> started_;  // (job, epoch) reported running
+  // (job, epoch, task) whose files (logs, shell socket) were recorded: every task of a
+  // multi-task job has its own, recorded on its first `running` report.
+  std::set<std::tuple<int64_t, int64_t, uint32_t>> files_recorded_;
   std::map<std::pair<int64_t, uint32_t>, int64_t> task_pids_;  // (job, task) -> reported pid
 
   // tenantsOf's cache: by node, by GPU; refreshed when older than a second (monotonic).

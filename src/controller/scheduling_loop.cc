@@ -472,7 +472,9 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
       state = "CANCELLED";
     else if (e.exit_code != 0 && state == "COMPLETED")
       state = "FAILED";
-    if (e.exit_code != 0 && code == 0) code = e.exit_code;
+    // The job's exit code is the highest non-zero one of its tasks' (as srun returns), so a
+    // script sees a failure of any task whatever their order.
+    if (e.exit_code != 0 && (*code == 0 || e.exit_code > *code)) code = e.exit_code;
   }
   ended_.erase(job_id);
   TimePoint now = clock_.now();

@@ -8,12 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -249,6 +251,46 @@ TEST_F(InteractiveTest, RunStreamsOutputAndExitsWithTheJobsCode) {
   Output bad = gpoolAs(g_pool->alice, {"run", "--gpus", "1.5", "--", "true"});
   EXPECT_EQ(bad.rc, 2) << bad.err;
   EXPECT_TRUE(contains(bad.err, "--gpus")) << bad.err;
+}
+
+// A multi-task job: every task's stdout and stderr, each line labelled with its rank as
+// `srun --label` does (a last line without a newline gets one), and the highest exit code.
+TEST_F(InteractiveTest, RunStreamsEveryTaskLabelledAndExitsWithTheHighestCode) {
+  Output o = gpoolAs(g_pool->alice,
+                     {"run", "--tasks", "3", "--workdir", out_dir_->path(), "--", "sh", "-c",
+                      "echo out-$GPOOL_TASK_INDEX; echo err-$GPOOL_TASK_INDEX >&2; "
+                      "printf tail-$GPOOL_TASK_INDEX; exit $((GPOOL_TASK_INDEX * 2))"});
+  EXPECT_EQ(o.rc, 4) << o.err;
+  std::vector<std::string> out_lines;
+  std::istringstream out(o.out);
+  for (std::string line; std::getline(out, line);)
+    out_lines.push_back(line);
+  std::sort(out_lines.begin(), out_lines.end());
+  EXPECT_EQ(out_lines, (std::vector<std::string>{"0: out-0", "0: tail-0", "1: out-1", "1: tail-1",
+                                                 "2: out-2", "2: tail-2"}))
+      << o.out;
+  for (const char* line : {"\n0: err-0\n", "\n1: err-1\n", "\n2: err-2\n"})
+    EXPECT_TRUE(contains("\n" + o.err, line)) << line << " in " << o.err;
+
+  // One task: unlabelled, as before.
+  Output one =
+      gpoolAs(g_pool->alice, {"run", "--workdir", out_dir_->path(), "--", "echo", "single"});
+  EXPECT_EQ(one.rc, 0) << one.err;
+  EXPECT_EQ(one.out, "single\n");
+}
+
+// Ctrl-C cancels a multi-task job too, once every task is streaming.
+TEST_F(InteractiveTest, RunCancelsAMultiTaskJobOnCtrlC) {
+  pid_t pid = startAs(g_pool->alice, {"run", "--tasks", "2", "--workdir", out_dir_->path(), "--",
+                                      "sh", "-c", "echo started-$GPOOL_TASK_INDEX; sleep 300"});
+  ASSERT_TRUE(eventually([&] {
+    std::string out = outSoFar();
+    return contains(out, "0: started-0\n") && contains(out, "1: started-1\n");
+  })) << outSoFar()
+      << errSoFar();
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  EXPECT_EQ(waitExit(pid), 130) << errSoFar();
+  EXPECT_TRUE(contains(errSoFar(), "cancelled")) << errSoFar();
 }
 
 TEST_F(InteractiveTest, RunCancelsTheJobOnCtrlC) {

@@ -173,15 +173,18 @@ class FakeAgent {
   std::vector<std::string> disconnects_;
 };
 
-json taskUpdate(int64_t job, int64_t epoch, const std::string& state, int exit_code = 0) {
-  json body{{"assignment", {{"job_id", job}, {"task", 0}, {"attempt", 0}, {"lease_epoch", epoch}}},
-            {"state", state},
-            {"final_state", state == "running" ? "RUNNING"
-                            : exit_code == 0   ? "COMPLETED"
-                                               : "FAILED"},
-            {"pid", 4242},
-            {"started_at_us", 1},
-            {"log_paths", json::array({"/x/stdout.log", "/x/stderr.log"})}};
+json taskUpdate(int64_t job, int64_t epoch, const std::string& state, int exit_code = 0,
+                uint32_t task = 0) {
+  const std::string dir = "/x/" + std::to_string(task);
+  json body{
+      {"assignment", {{"job_id", job}, {"task", task}, {"attempt", 0}, {"lease_epoch", epoch}}},
+      {"state", state},
+      {"final_state", state == "running" ? "RUNNING"
+                      : exit_code == 0   ? "COMPLETED"
+                                         : "FAILED"},
+      {"pid", 4242},
+      {"started_at_us", 1},
+      {"log_paths", json::array({dir + "/stdout.log", dir + "/stderr.log"})}};
   if (state == "exited") {
     body["ended_at_us"] = 2;
     body["exit_code"] = exit_code;
@@ -379,6 +382,35 @@ TEST_F(AgentLinkTest, SubmitAssignsAndReportsMoveTheJobToCompleted) {
   agent->send("task_update", taskUpdate(id, epoch, "exited", 0));
   ASSERT_TRUE(waitJobState(id, "COMPLETED")) << job(id).dump();
   EXPECT_EQ(job(id)["exit_code"], 0);
+}
+
+// Every task of a multi-task job gets its own log files recorded from its first `running`
+// report, not only the first task to report (gpool run and gpool logs --task read them).
+TEST_F(AgentLinkTest, EveryTaskOfAMultiTaskJobHasItsLogsRecorded) {
+  auto agent = helloAgent("n1");
+  api::JobSpec spec = testing::makeSpec(0);
+  spec.tasks = 2;
+  auto r = http_->post("/v1/jobs", api::toJson(spec).dump());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 201) << r->body;
+  int64_t id = json::parse(r->body)["ids"][0].get<int64_t>();
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto assign = agent->waitType("assign", from);
+  ASSERT_TRUE(assign.has_value());
+  int64_t epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+  agent->send("task_update", taskUpdate(id, epoch, "running", 0, 1));
+  agent->send("task_update", taskUpdate(id, epoch, "running", 0, 0));
+  agent->send("task_update", taskUpdate(id, epoch, "running", 0, 1));  // again: nothing new
+  ASSERT_TRUE(agent->roundTrip());
+  json j = job(id);
+  ASSERT_EQ(j["allocations"].size(), 2u) << j.dump();
+  for (const json& a : j["allocations"]) {
+    const std::string dir = "/x/" + std::to_string(a["task"].get<int>());
+    EXPECT_EQ(a.value("stdout_log", ""), dir + "/stdout.log") << j.dump();
+    EXPECT_EQ(a.value("stderr_log", ""), dir + "/stderr.log") << j.dump();
+  }
+  EXPECT_EQ(j["state"], "RUNNING");
 }
 
 // The task entry carries the time limit and, when the job's QoS has one, its grace_time as

@@ -261,6 +261,20 @@ TEST_F(SchedulingLoopTest, MultiTaskJobEndsWhenEveryTaskEnded) {
   EXPECT_EQ(state(id), "COMPLETED");
 }
 
+// A multi-task job's exit code is the highest of its tasks' (srun's rule), whatever their order.
+TEST_F(SchedulingLoopTest, MultiTaskJobExitsWithItsTasksHighestCode) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
+  api::JobSpec spec = makeSpec(1000);
+  spec.tasks = 3;
+  int64_t id = submit(spec);
+  EXPECT_EQ(pass().started, 1u);
+  ASSERT_TRUE(ctl_->loop.taskEnded(id, 0, 1, 2, TaskOutcome::kExited).isOk());
+  ASSERT_TRUE(ctl_->loop.taskEnded(id, 1, 1, 0, TaskOutcome::kExited).isOk());
+  ASSERT_TRUE(ctl_->loop.taskEnded(id, 2, 1, 5, TaskOutcome::kExited).isOk());
+  EXPECT_EQ(state(id), "FAILED");
+  EXPECT_EQ(ctl_->store->getJob(id)->exit_code, 5);
+}
+
 TEST_F(SchedulingLoopTest, PendingReasonIsPersistedOnceWhileUnchanged) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 1)).ok());
   int64_t first = submit(makeSpec(1000));
