@@ -9,7 +9,7 @@
 #   share/gpool/fixtures/*.json     simulated GPU servers (gpool-agent --fake-fixture, gpool up)
 #   share/gpool/traces/             the bundled cluster traces for `gpool sim` (about 16 MiB,
 #                                   2.5 MiB in the package); GPOOL_INSTALL_TRACES=OFF leaves them out
-#   share/gpool/examples/           gpoold.toml and gpool-agent.default, as shipped
+#   share/gpool/examples/           gpoold.toml, gpool-agent.default and gpool-agent.toml
 #   share/doc/gpool/                README and docs/*.md
 #   lib/systemd/system/             gpoold.service, gpool-agent.service
 #   /etc/gpool/gpoold.toml, /etc/default/gpool-agent   configuration (dpkg conffiles)
@@ -52,6 +52,7 @@ endif()
 
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/config/gpoold.toml
               ${PROJECT_SOURCE_DIR}/deploy/config/gpool-agent.default
+              ${PROJECT_SOURCE_DIR}/deploy/config/gpool-agent.toml
         DESTINATION ${GPOOL_INSTALL_DATADIR}/examples)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/config/gpoold.toml
         DESTINATION ${GPOOL_INSTALL_SYSCONFDIR}/gpool)

@@ -17,11 +17,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/agent_config.h"
 #include "agent/launcher.h"
 #include "agent/shell_server.h"
 #include "agent/sys_util.h"
@@ -65,7 +67,11 @@ int main(int argc, char** argv) {
   bool no_cgroups = false;
   std::string cpus;
   std::string ram;
-  app.add_option("--node", node_name, "this node's name")->required();
+  std::string config_path;
+  app.add_option("-c,--config", config_path,
+                 "TOML configuration file (gpool-agent.toml; `gpool config check --kind agent` "
+                 "checks it); flags override its keys");
+  app.add_option("--node", node_name, "this node's name (or agent.node in --config)");
   app.add_option("--controller,--server", controller,
                  "the controller's TLS listener, host:port or wss://host:port");
   app.add_option("--join-token", join_token,
@@ -86,8 +92,44 @@ int main(int argc, char** argv) {
                  "keep some for the system, or set a simulated server's)");
   app.add_option("--ram", ram, "memory this node offers to jobs, e.g. 480G (default: physical)");
   CLI11_PARSE(app, argc, argv);
+  std::map<std::string, std::string> labels;
+  if (!config_path.empty()) {
+    Result<agent::AgentSettings> file = agent::readAgentSettings(config_path);
+    if (!file.ok()) {
+      std::fprintf(stderr, "gpool-agent: %s\n", file.status().message().c_str());
+      return 2;
+    }
+    // The file's value for every setting whose flag was not given.
+    auto fill = [&app](const char* flag, std::string* value, const std::string& from_file) {
+      if (app.count(flag) == 0 && !from_file.empty()) *value = from_file;
+    };
+    fill("--node", &node_name, file->node);
+    // One way to reach the controller: a flag for either replaces the file's choice.
+    if (app.count("--controller") == 0 && app.count("--unix-socket") == 0) {
+      controller = file->controller;
+      unix_socket = file->unix_socket;
+    }
+    fill("--ca", &ca_file, file->ca);
+    fill("--token-file", &token_file, file->token_file);
+    fill("--state-dir", &state_dir, file->state_dir);
+    fill("--supervisor", &supervisor, file->supervisor);
+    fill("--fake-fixture", &fixture, file->fake_fixture);
+    fill("--vgpu-dir", &vgpu_dir, file->vgpu_dir);
+    fill("--interposer", &interposer, file->interposer);
+    fill("--cgroup-parent", &cgroup_parent, file->cgroup_parent);
+    if (app.count("--no-cgroups") == 0) no_cgroups = !file->cgroups;
+    if (app.count("--cpus") == 0 && file->cpu_millis != 0) cpus = formatCpuMillis(file->cpu_millis);
+    if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
+    labels = file->labels;
+  }
+  if (node_name.empty()) {
+    std::fprintf(stderr, "gpool-agent: give this node's name: --node NAME or agent.node\n");
+    return 2;
+  }
   if (controller.empty() == unix_socket.empty()) {
-    std::fprintf(stderr, "gpool-agent: give exactly one of --controller and --unix-socket\n");
+    std::fprintf(stderr,
+                 "gpool-agent: give exactly one of --controller and --unix-socket (or "
+                 "agent.controller / agent.unix_socket in --config)\n");
     return 2;
   }
 
@@ -109,6 +151,7 @@ int main(int argc, char** argv) {
 
   agent::AgentOptions options;
   options.node_name = node_name;
+  options.labels = labels;
   if (!cpus.empty()) {
     Result<uint64_t> millis = parseCpuMillis(cpus);
     if (!millis.ok()) {

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/agent_config.h"
 #include "api/json_reader.h"
 #include "api/user.h"
 #include "cli/api_client.h"
@@ -1254,19 +1255,19 @@ Status runAccount(const GlobalOptions& global, bool quota_only) {
 
 Status runConfigCheck(const GlobalOptions& global, const std::string& file,
                       const std::string& kind) {
-  if (kind == "agent") {
-    return Status::unimplemented(
-        "gpool-agent reads no configuration file yet: its settings are the flags in "
-        "/etc/default/gpool-agent (`gpool-agent --help`)");
-  }
-  if (kind != "gpoold") {
+  // Each daemon's own reader, so the check accepts exactly what the daemon does.
+  Status read;
+  if (kind == "gpoold") {
+    read = controller::readControllerSettings(file).status();
+  } else if (kind == "agent") {
+    read = agent::readAgentSettings(file).status();
+  } else {
     return Status::invalidArgument("--kind: '" + kind + "' is not one of gpoold, agent");
   }
-  Result<controller::ControllerSettings> s = controller::readControllerSettings(file);
   std::vector<std::string> errors;
-  if (!s.ok()) {
-    if (s.status().code() != StatusCode::kInvalidArgument) return s.status();
-    std::stringstream ss(s.status().message());
+  if (!read.isOk()) {
+    if (read.code() != StatusCode::kInvalidArgument) return read;
+    std::stringstream ss(read.message());
     std::string line;
     while (std::getline(ss, line)) {
       if (!line.empty()) errors.push_back(line);
@@ -1275,7 +1276,8 @@ Status runConfigCheck(const GlobalOptions& global, const std::string& file,
   if (global.json) {
     printJson(json{{"file", file}, {"kind", kind}, {"ok", errors.empty()}, {"errors", errors}});
   } else if (errors.empty()) {
-    std::cout << "OK: " << file << " is a valid " << kind << " configuration\n";
+    std::cout << "OK: " << file << " is a valid " << (kind == "agent" ? "gpool-agent" : kind)
+              << " configuration\n";
   } else {
     for (const std::string& e : errors)
       std::cerr << e << "\n";
@@ -1564,8 +1566,12 @@ void registerAdminCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global)
       "check",
       "Check a configuration file as the daemon would read it: OK, or every problem "
       "with file:line and key");
-  check->add_option("FILE", *config_file, "the file (e.g. /etc/gpool/gpoold.toml)")->required();
-  check->add_option("--kind", *config_kind, "gpoold (default) or agent");
+  check
+      ->add_option("FILE", *config_file,
+                   "the file (e.g. /etc/gpool/gpoold.toml, /etc/gpool/gpool-agent.toml)")
+      ->required();
+  check->add_option("--kind", *config_kind,
+                    "gpoold (default) or agent (gpool-agent --config's file)");
   check->footer(kFooter);
   check->callback(reporting([global, config_file, config_kind] {
     return runConfigCheck(*global, *config_file, *config_kind);

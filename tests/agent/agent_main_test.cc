@@ -11,7 +11,11 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,10 +58,20 @@ class FakeController {
   std::vector<json> received_;
 };
 
-TEST(AgentMainTest, HelloWelcomeDesiredStateAndExitOverTheWebSocket) {
-  std::string why = testing::ensureUser(testing::kAlice);
-  if (!why.empty()) GTEST_SKIP() << why;
-  testing::TempDir tmp;
+// What one run of gpool-agent against the scripted controller showed.
+struct AgentRun {
+  std::optional<json> hello;
+  std::optional<json> exited;
+  int status = -1;
+  std::string stdout_log;  // task 42.0's
+};
+
+// Serves /v1/agent on tmp/gpoold.sock (welcome, then one task: the helper printing "hello" and
+// exiting 5), starts gpool-agent with the arguments `args(tmp)` gives, waits for its hello and
+// the task's exit, and stops it.
+AgentRun runAgent(const testing::TempDir& tmp,
+                  const std::function<std::vector<std::string>()>& args) {
+  AgentRun run;
   FakeController controller;
   int64_t seq = 0;
   net::Router router;
@@ -83,45 +97,108 @@ TEST(AgentMainTest, HelloWelcomeDesiredStateAndExitOverTheWebSocket) {
     }
     controller.add(std::move(text));
   };
-  ASSERT_TRUE(router.addWebSocket("/v1/agent", ws).isOk());
+  EXPECT_TRUE(router.addWebSocket("/v1/agent", ws).isOk());
   net::ServerOptions options;
   options.unix_socket_path = tmp.file("gpoold.sock");
   net::Server server(options, std::move(router));
-  ASSERT_TRUE(server.start().isOk());
+  EXPECT_TRUE(server.start().isOk());
 
   std::string agent = std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent";
-  std::string fixture =
-      std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
+  std::vector<std::string> argv_strings = args();
   pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
-    std::string state = tmp.file("state");
-    std::string sock = tmp.file("gpoold.sock");
-    std::string sup = testing::supervisorPath();
-    std::string vgpu = tmp.file("vgpu");
-    ::execl(agent.c_str(), agent.c_str(), "--node", "n1", "--unix-socket", sock.c_str(),
-            "--state-dir", state.c_str(), "--fake-fixture", fixture.c_str(), "--supervisor",
-            sup.c_str(), "--vgpu-dir", vgpu.c_str(), "--no-cgroups", nullptr);
+    std::vector<char*> argv{const_cast<char*>(agent.c_str())};
+    for (const std::string& a : argv_strings)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(agent.c_str(), argv.data());
     ::_exit(127);
   }
-  auto hello = controller.waitFor([](const json& m) { return m.value("type", "") == "hello"; });
-  auto exited = controller.waitFor([](const json& m) {
+  EXPECT_GE(pid, 0);
+  if (pid < 0) return run;
+  run.hello = controller.waitFor([](const json& m) { return m.value("type", "") == "hello"; });
+  run.exited = controller.waitFor([](const json& m) {
     return m.value("type", "") == "task_update" && m["body"].value("state", "") == "exited";
   });
   ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  ::waitpid(pid, &run.status, 0);
   server.stop();
+  run.stdout_log = testing::readOr(tmp.file("state") + "/tasks/42.0/stdout.log");
+  return run;
+}
 
-  ASSERT_TRUE(hello.has_value());
-  EXPECT_EQ((*hello)["body"]["node"]["name"], "n1");
-  EXPECT_EQ((*hello)["body"]["gpus"]["gpus"].size(), 8u);
-  EXPECT_EQ((*hello)["body"]["gpus"]["simulated"], true);
-  ASSERT_TRUE(exited.has_value());
-  EXPECT_EQ((*exited)["body"]["assignment"]["lease_epoch"], 7);
-  EXPECT_EQ((*exited)["body"]["exit_code"], 5);
-  EXPECT_EQ(testing::readOr(tmp.file("state") + "/tasks/42.0/stdout.log"), "hello\n");
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+const std::string kFixture =
+    std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
+
+void expectHelloAndExit(const AgentRun& run, const std::string& node) {
+  ASSERT_TRUE(run.hello.has_value());
+  EXPECT_EQ((*run.hello)["body"]["node"]["name"], node);
+  EXPECT_EQ((*run.hello)["body"]["gpus"]["gpus"].size(), 8u);
+  EXPECT_EQ((*run.hello)["body"]["gpus"]["simulated"], true);
+  ASSERT_TRUE(run.exited.has_value());
+  EXPECT_EQ((*run.exited)["body"]["assignment"]["lease_epoch"], 7);
+  EXPECT_EQ((*run.exited)["body"]["exit_code"], 5);
+  EXPECT_EQ(run.stdout_log, "hello\n");
+  EXPECT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.status;
+}
+
+TEST(AgentMainTest, HelloWelcomeDesiredStateAndExitOverTheWebSocket) {
+  std::string why = testing::ensureUser(testing::kAlice);
+  if (!why.empty()) GTEST_SKIP() << why;
+  testing::TempDir tmp;
+  AgentRun run = runAgent(tmp, [&]() -> std::vector<std::string> {
+    return {"--node",         "n1",
+            "--unix-socket",  tmp.file("gpoold.sock"),
+            "--state-dir",    tmp.file("state"),
+            "--fake-fixture", kFixture,
+            "--supervisor",   testing::supervisorPath(),
+            "--vgpu-dir",     tmp.file("vgpu"),
+            "--no-cgroups"};
+  });
+  expectHelloAndExit(run, "n1");
+}
+
+// The same from a configuration file (`--config`, agent/agent_config.h: the socket, the
+// directories, the fixture, no cgroups, its labels in the hello); a flag given beside it wins
+// over the file's key (--node).
+TEST(AgentMainTest, ReadsItsSettingsFromAConfigFile) {
+  std::string why = testing::ensureUser(testing::kAlice);
+  if (!why.empty()) GTEST_SKIP() << why;
+  testing::TempDir tmp;
+  std::string config = tmp.file("gpool-agent.toml");
+  std::ofstream(config) << "[agent]\nnode = \"from-file\"\nunix_socket = \""
+                        << tmp.file("gpoold.sock") << "\"\nstate_dir = \"" << tmp.file("state")
+                        << "\"\nfake_fixture = \"" << kFixture << "\"\nsupervisor = \""
+                        << testing::supervisorPath() << "\"\nvgpu_dir = \"" << tmp.file("vgpu")
+                        << "\"\ncgroups = false\n[agent.labels]\nrack = \"r12\"\n";
+  AgentRun from_file = runAgent(tmp, [&]() -> std::vector<std::string> {
+    return {"--config", config, "--node", "from-flag"};
+  });
+  expectHelloAndExit(from_file, "from-flag");
+  ASSERT_TRUE(from_file.hello.has_value());
+  EXPECT_EQ((*from_file.hello)["body"]["node"]["labels"], (json{{"rack", "r12"}}));
+}
+
+// A bad configuration file stops gpool-agent with exit 2 and the file:line: key message; so
+// does a file that, with the flags, names no node.
+TEST(AgentMainTest, ABadConfigFileStopsTheAgent) {
+  testing::TempDir tmp;
+  std::string agent = std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent";
+  std::string bad = tmp.file("bad.toml");
+  std::ofstream(bad) << "[agent]\nnode = \"x\"\nstate_dir = \"relative\"\n";
+  std::string err = tmp.file("stderr");
+  std::string cmd = agent + " --config " + bad + " 2>" + err;
+  int rc = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << rc;
+  EXPECT_NE(testing::readOr(err).find(bad + ":3: key 'agent.state_dir': must be an absolute path"),
+            std::string::npos)
+      << testing::readOr(err);
+  std::string none = tmp.file("none.toml");
+  std::ofstream(none) << "[agent]\n";
+  rc = std::system((agent + " --config " + none + " 2>" + err).c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << rc;
+  EXPECT_NE(testing::readOr(err).find("--node NAME or agent.node"), std::string::npos)
+      << testing::readOr(err);
 }
 
 }  // namespace

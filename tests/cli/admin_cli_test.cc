@@ -492,6 +492,39 @@ TEST_F(AdminCliTest, ConfigCheck) {
   EXPECT_EQ(gpool({"config", "check", good, "--kind", "slurm"}).rc, 2);
 }
 
+// --kind agent checks a gpool-agent.toml with the agent's own reader, in the same style.
+TEST_F(AdminCliTest, ConfigCheckOfAnAgentConfiguration) {
+  std::string good = dir_.path() + "/gpool-agent.toml";
+  std::ofstream(good) << "[agent]\nnode = \"gpu-01\"\nunix_socket = \"/run/gpool/gpoold.sock\"\n"
+                      << "cpus = \"8\"\nram = \"64G\"\n[agent.labels]\nrack = \"r1\"\n";
+  Output ok = gpool({"config", "check", "--kind", "agent", good});
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_EQ(ok.out, "OK: " + good + " is a valid gpool-agent configuration\n");
+  std::string example = std::string(GPOOL_SOURCE_DIR) + "/deploy/config/gpool-agent.toml";
+  Output shipped = gpool({"config", "check", "--kind", "agent", example});
+  EXPECT_EQ(shipped.rc, 0) << shipped.err;
+
+  std::string bad = dir_.path() + "/bad-agent.toml";
+  std::ofstream(bad) << "[agent]\ncontroler = \"ctl:6443\"\nram = \"lots\"\n";
+  Output errors = gpool({"config", "check", "--kind", "agent", bad});
+  EXPECT_EQ(errors.rc, 2);
+  EXPECT_TRUE(contains(errors.err, bad + ":2: unknown key 'agent.controler' (did you mean "
+                                         "'controller'?)"))
+      << errors.err;
+  EXPECT_TRUE(contains(errors.err, bad + ":3: key 'agent.ram'")) << errors.err;
+  EXPECT_TRUE(contains(errors.err, "2 problems")) << errors.err;
+  Output as_json = gpool({"config", "check", "--kind", "agent", bad, "--json"});
+  EXPECT_EQ(as_json.rc, 2);
+  json j = json::parse(as_json.out);
+  EXPECT_EQ(j["kind"], "agent");
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["errors"].size(), 2u);
+  // A gpoold configuration is not an agent's: its keys are unknown to the agent's reader.
+  Output wrong_kind = gpool({"config", "check", "--kind", "agent", writeConfig()});
+  EXPECT_EQ(wrong_kind.rc, 2);
+  EXPECT_TRUE(contains(wrong_kind.err, ":1: unknown key 'controller'")) << wrong_kind.err;
+}
+
 TEST_F(AdminCliTest, HelpOnEveryCommand) {
   for (const std::vector<std::string>& cmd :
        std::vector<std::vector<std::string>>{{"user"},

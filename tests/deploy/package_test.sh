@@ -134,6 +134,7 @@ contents)
     /usr/lib/systemd/system/gpoold.service /usr/lib/systemd/system/gpool-agent.service
     /etc/gpool/gpoold.toml /etc/default/gpool-agent
     /usr/share/gpool/examples/gpoold.toml /usr/share/gpool/examples/gpool-agent.default
+    /usr/share/gpool/examples/gpool-agent.toml
     /usr/share/gpool/traces/pollux-osdi21/philly.csv
     /usr/share/gpool/traces/alibaba-gpu-v2023/openb_pod_list_default.csv
     /usr/share/doc/gpool/README.md /usr/share/doc/gpool/admin-guide.md

@@ -1,0 +1,83 @@
+#include "agent/agent_config.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "config/config.h"
+
+namespace gpool::agent {
+namespace {
+
+// "host:port" (or "wss://host:port") with a port in 1..65535: where gpool-agent connects.
+bool isHostPort(std::string text) {
+  if (text.rfind("wss://", 0) == 0) text = text.substr(6);
+  while (!text.empty() && text.back() == '/')
+    text.pop_back();
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  int port = 0;
+  const char* begin = text.data() + colon + 1;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(begin, end, port);
+  return begin != end && ec == std::errc() && ptr == end && port >= 1 && port <= 65535;
+}
+
+// Records an error for `key` when `path` is set and cannot be read by this process.
+void checkReadable(config::ConfigSection& section, const char* key, const std::string& path) {
+  if (!path.empty() && ::access(path.c_str(), R_OK) != 0) {
+    section.fail(key, "cannot read '" + path + "': " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+Result<AgentSettings> readAgentSettings(const std::string& path) {
+  GPOOL_ASSIGN_OR_RETURN(config::ConfigFile file, config::ConfigFile::load(path));
+  config::ConfigSection a = file.root().section("agent");
+  AgentSettings s;
+  s.node = a.getString("node", "");
+  s.controller = a.getString("controller", "");
+  s.unix_socket = a.getString("unix_socket", "");
+  s.ca = a.getString("ca", "");
+  s.token_file = a.getString("token_file", s.token_file);
+  s.state_dir = a.getString("state_dir", s.state_dir);
+  s.supervisor = a.getString("supervisor", "");
+  s.fake_fixture = a.getString("fake_fixture", "");
+  s.vgpu_dir = a.getString("vgpu_dir", s.vgpu_dir);
+  s.interposer = a.getString("interposer", "");
+  s.cgroup_parent = a.getString("cgroup_parent", s.cgroup_parent);
+  s.cgroups = a.getBool("cgroups", true);
+  s.cpu_millis = a.getCpuMillis("cpus", 0);
+  s.ram_mib = a.getMemoryMiB("ram", 0);
+  s.labels = a.getStringMap("labels");
+
+  if (!s.controller.empty() && !s.unix_socket.empty()) {
+    a.fail("unix_socket", "give agent.controller (TLS) or agent.unix_socket, not both");
+  }
+  if (!s.controller.empty() && !isHostPort(s.controller)) {
+    a.fail("controller", "'" + s.controller + "' is not host:port (e.g. \"ctl01:6443\")");
+  }
+  if (!s.ca.empty() && s.controller.empty()) {
+    a.fail("ca", "has no effect without agent.controller (host:port)");
+  }
+  checkReadable(a, "ca", s.ca);
+  checkReadable(a, "fake_fixture", s.fake_fixture);
+  checkReadable(a, "interposer", s.interposer);
+  if (!s.supervisor.empty() && ::access(s.supervisor.c_str(), X_OK) != 0) {
+    a.fail("supervisor", "cannot execute '" + s.supervisor + "': " + std::strerror(errno));
+  }
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"state_dir", &s.state_dir},
+        {"vgpu_dir", &s.vgpu_dir},
+        {"token_file", &s.token_file}}) {
+    if (value->empty() || value->front() != '/') a.fail(key, "must be an absolute path");
+  }
+  if (s.cgroup_parent.empty()) a.fail("cgroup_parent", "must not be empty (default \"gpool\")");
+  GPOOL_RETURN_IF_ERROR(file.finish());
+  return s;
+}
+
+}  // namespace gpool::agent

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/result.h"
+
+// gpool-agent's configuration file (`gpool-agent --config /etc/gpool/gpool-agent.toml`): every
+// key it reads, with its default and checks. One reader serves gpool-agent at start-up and
+// `gpool config check --kind agent`, so the check knows exactly the keys the agent accepts.
+// Command-line flags override the file key by key. deploy/config/gpool-agent.toml documents
+// each key; docs/config.md lists them.
+//
+// Thread-safety: plain values; readAgentSettings is re-entrant.
+namespace gpool::agent {
+
+struct AgentSettings {
+  std::string node;  // [agent] node; empty: the --node flag (the unit passes the host name)
+  // Exactly one of these, here or as a flag: the controller's TLS listener (host:port), or its
+  // Unix socket (an agent on the controller's machine).
+  std::string controller;
+  std::string unix_socket;
+  std::string ca;  // PEM file of the CA for the controller's certificate; empty: system store
+  std::string token_file = "/var/lib/gpool/agent/credential";
+  std::string state_dir = "/var/lib/gpool/agent";
+  std::string supervisor;  // empty: gpool-supervisor beside gpool-agent
+  std::string fake_fixture;
+  std::string vgpu_dir = "/run/gpool/vgpu";
+  std::string interposer;
+  std::string cgroup_parent = "gpool";
+  bool cgroups = true;
+  uint64_t cpu_millis = 0;                    // 0: the online CPUs
+  uint64_t ram_mib = 0;                       // 0: the physical memory
+  std::map<std::string, std::string> labels;  // [agent.labels], shown and matched by jobs
+};
+
+// Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is
+// reported at once in one InvalidArgument, one "<file>:<line>: key '<key>': <why>" per line
+// (the format of readControllerSettings).
+Result<AgentSettings> readAgentSettings(const std::string& path);
+
+}  // namespace gpool::agent
