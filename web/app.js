@@ -83,7 +83,7 @@ async function signIn() {
   });
   // Utilisation and memory change without events: refresh the GPUs and the chart regularly.
   state.timers.push(setInterval(refreshGpus, 5000));
-  state.timers.push(setInterval(refreshHistory, 15000));
+  state.timers.push(setInterval(refreshHistory, 5000));
 }
 
 // ---------------------------------------------------------------- data
@@ -139,8 +139,9 @@ async function refreshAccount() {
 async function refreshHistory() {
   if (!state.historyGpu) return;
   try {
+    const [resolution, since] = $('history-range').value.split('|');
     const t = await api('GET', '/v1/gpus/' + encodeURIComponent(state.historyGpu) +
-                               '/telemetry?since=1h');
+                               '/telemetry?resolution=' + resolution + '&since=' + since);
     renderHistory(t);
   } catch (err) { report(err, 'Reading the GPU history'); }
 }
@@ -209,18 +210,22 @@ function cancelJob(id, button) {
 
 // ---------------------------------------------------------------- views
 
-function counts(title, map) {
-  const entries = Object.entries(map || {}).filter(([, n]) => n !== 0);
-  return el('div', { class: 'box' }, el('h3', { text: title }),
-            entries.length ? entries.map(([k, n]) => el('div', {}, k + ': ' + n)) : 'none');
+// One summary box: {total, by_state: {STATE: n}} as "total N" and one line per state.
+function counts(title, part, extra) {
+  const byState = Object.entries((part && part.by_state) || {}).filter(([, n]) => n !== 0);
+  return el('div', { class: 'box', dataset: { summary: title.toLowerCase() } },
+    el('h3', { text: title }), el('div', { class: 'total' }, 'total ' + ((part && part.total) || 0)),
+    extra, byState.map(([k, n]) => el('div', {}, k + ': ' + n)));
 }
 
 function renderSummary() {
   const s = state.summary;
   if (!s) return;
   const simulated = state.gpus.some((g) => g.simulated);
+  const allocated = s.gpus && s.gpus.allocated_milli !== undefined
+    ? el('div', {}, 'allocated ' + milli(s.gpus.allocated_milli)) : null;
   $('summary').replaceChildren(
-    counts('Servers', s.nodes), counts('GPUs', s.gpus), counts('Jobs', s.jobs),
+    counts('Servers', s.nodes), counts('GPUs', s.gpus, allocated), counts('Jobs', s.jobs),
     simulated ? el('div', { class: 'box' }, el('h3', { text: 'Hardware' }), 'simulated GPUs') : null);
 }
 
@@ -241,9 +246,9 @@ function gpuCard(g) {
     ? el('span', { class: 'sim' }, ' (simulated)') : null),
   g.health_reason ? el('div', { class: 'note' }, g.health_reason) : null,
   el('div', { class: 'mem' }, 'memory ' + (used === null ? '?' : mib(used)) + ' / ' + mib(total)),
-  el('div', { class: 'bar', role: 'presentation' }, el('span', { style: 'width:' + memPct + '%' })),
+  el('div', { class: 'bar', role: 'presentation' }, el('span', { style: { width: memPct + '%' } })),
   el('div', { class: 'util' }, 'utilisation ' + (util === null ? '?' : util + '%')),
-  el('div', { class: 'bar', role: 'presentation' }, el('span', { style: 'width:' + (util || 0) + '%' })),
+  el('div', { class: 'bar', role: 'presentation' }, el('span', { style: { width: (util || 0) + '%' } })),
   el('div', {}, 'allocated ' + milli(g.allocated_milli) + ' of 1'),
   g.tenants && g.tenants.length
     ? el('ul', { class: 'tenants' }, g.tenants.map((t) => el('li', { class: 'tenant', dataset: { job: t.job_id } },
@@ -271,7 +276,7 @@ function renderGpus() {
 
 function jobGpus(job) {
   const res = (job.spec && job.spec.resources) || {};
-  const gpus = res.gpus === undefined ? '0' : String(res.gpus);
+  const gpus = milli(res.gpus_milli || 0);
   const tasks = (job.spec && job.spec.tasks) || 1;
   return tasks > 1 ? tasks + 'x' + gpus : gpus;
 }
@@ -407,7 +412,7 @@ function renderHistoryChoices() {
 function renderHistory(t) {
   const points = t.points || [];
   const gpu = state.gpus.find((g) => g.uuid === t.uuid);
-  const total = gpu ? gpu.memory_mib : 0;
+  const total = gpu ? gpu.memory_mib : 0;  // MiB; the points carry the memory used
   drawChart($('history'), [
     { label: 'utilisation', color: '#1565c0',
       points: points.map((p) => ({ t: p.time_us / 1000, v: p.utilization_pct })) },
@@ -435,6 +440,7 @@ function start() {
     state.historyGpu = e.target.value;
     refreshHistory();
   });
+  $('history-range').addEventListener('change', refreshHistory);
   if (getToken()) signIn();
   else signOut('');
 }

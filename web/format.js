@@ -29,13 +29,15 @@ const CODES = {
 };
 export function stateCode(state) { return CODES[state] || state; }
 
-// Builds an element: el('td', {class: 'x', dataset: {id: 1}}, 'text', child, ...). Text is
+// Builds an element: el('td', {class: 'x', dataset: {id: 1}, style: {width: '5%'}}, 'text', ...). Text is
 // always set as text, never parsed as HTML.
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (value === undefined || value === null || value === false) continue;
     if (key === 'dataset') Object.assign(node.dataset, value);
+    // Through the CSSOM: the page's Content-Security-Policy refuses inline style attributes.
+    else if (key === 'style') Object.assign(node.style, value);
     else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
     else if (key === 'text') node.textContent = value;
     else node.setAttribute(key, value === true ? '' : value);
