@@ -441,6 +441,16 @@ function start() {
     refreshHistory();
   });
   $('history-range').addEventListener('change', refreshHistory);
+  // A new #token=... on an open page (a second `gpool up` link pasted into the same tab).
+  window.addEventListener('hashchange', () => {
+    if (!new URLSearchParams(window.location.hash.slice(1)).has('token')) return;
+    adoptTokenFromFragment();
+    if (state.stopWatch) state.stopWatch();
+    state.stopWatch = null;
+    state.timers.forEach(clearInterval);
+    state.timers = [];
+    signIn();
+  });
   if (getToken()) signIn();
   else signOut('');
 }
