@@ -49,9 +49,12 @@ inline PlainResponse plainHttp(int port, const std::string& method, const std::s
     out.error = "connect to 127.0.0.1:" + std::to_string(port) + " failed";
     return out;
   }
+  bool own_connection = false;  // the caller's Connection header (an upgrade) replaces ours
+  for (const auto& [k, v] : headers)
+    own_connection = own_connection || k == "Connection";
   std::string request = method + " " + target +
-                        " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
-                        "\r\nConnection: close\r\n";
+                        " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n" +
+                        (own_connection ? "" : "Connection: close\r\n");
   for (const auto& [k, v] : headers)
     request += k + ": " + v + "\r\n";
   if (!body.empty() || method == "POST") {
@@ -86,6 +89,7 @@ inline PlainResponse plainHttp(int port, const std::string& method, const std::s
     std::string head = raw.substr(0, head_end);
     for (char& c : head)
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (head.rfind("http/1.1 101", 0) == 0) break;  // an upgrade: the connection stays open
     size_t cl = head.find("\r\ncontent-length:");
     if (cl != std::string::npos && raw.size() >= head_end + 4 + std::stoul(head.substr(cl + 17))) {
       break;
