@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs the Debian packages, checks formatting,
-# builds with warnings as errors and runs every test, then does the same under ASan+UBSan.
+# builds with warnings as errors and runs every test, then builds the libraries, the daemons and
+# their tests under ASan+UBSan (all but the `gpool` CLI, whose tests ran in the first phase) and
+# runs those again.
 # CTest's summary line closes the run. This is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -164,6 +164,63 @@ json toJson(const Job& job) {
   return j;
 }
 
+namespace {
+
+// A member `"key":` of a compact object; keys here are plain ASCII, never escaped.
+void appendKey(std::string& out, std::string_view key) {
+  out += '"';
+  out += key;
+  out += "\":";
+}
+
+void appendInteger(std::string& out, std::string_view key, int64_t value) {
+  appendKey(out, key);
+  out += std::to_string(value);
+  out += ',';
+}
+
+// Escaped as dumpJson escapes (invalid UTF-8 replaced), so the bytes match toJson's.
+void appendString(std::string& out, std::string_view key, const std::string& value) {
+  appendKey(out, key);
+  out += dumpJson(json(value));
+  out += ',';
+}
+
+}  // namespace
+
+std::string toJsonText(const Job& job, std::string_view spec_text) {
+  // Members in the order nlohmann's object (a std::map) dumps them: sorted by key. Any member
+  // added to toJson(Job) must be added here in its place; tests/api/job_test.cc compares the two
+  // for a job with every optional member set.
+  std::string out;
+  out.reserve(256 + spec_text.size());
+  out += "{\"allocations\":[";
+  for (size_t i = 0; i < job.allocations.size(); ++i) {
+    if (i > 0) out += ',';
+    out += dumpJson(toJson(job.allocations[i]));
+  }
+  out += "],";
+  if (job.array_index) appendInteger(out, "array_index", *job.array_index);
+  if (job.array_job_id) appendInteger(out, "array_job_id", static_cast<int64_t>(*job.array_job_id));
+  if (job.end_time) appendInteger(out, "end_time_us", toUnixMicros(*job.end_time));
+  if (job.exit_code) appendInteger(out, "exit_code", *job.exit_code);
+  appendString(out, "group", job.group);
+  appendInteger(out, "id", static_cast<int64_t>(job.id));
+  appendString(out, "reason", job.reason);
+  appendInteger(out, "requeue_count", job.requeue_count);
+  appendKey(out, "spec");
+  out += spec_text;
+  out += ',';
+  if (job.start_time) appendInteger(out, "start_time_us", toUnixMicros(*job.start_time));
+  appendString(out, "state", std::string(jobStateName(job.state)));
+  appendInteger(out, "submit_time_us", toUnixMicros(job.submit_time));
+  appendInteger(out, "uid", job.uid);
+  appendKey(out, "user");
+  out += dumpJson(json(job.user));
+  out += '}';
+  return out;
+}
+
 Status fromJson(const json& j, Job* out, std::string_view path) {
   ObjectReader r(j, path);
   r.integer("id", &out->id, Presence::kRequired, uint64_t{1}, static_cast<uint64_t>(INT64_MAX));

@@ -109,20 +109,11 @@ Result<std::string> apiJobJsonText(const JobRecord& record) {
   // is spliced in as it is. Checked to be one JSON object, so that a hand-edited row cannot
   // break the document it is spliced into.
   if (record.spec_json.empty() || record.spec_json.front() != '{' ||
-      !nlohmann::json::accept(record.spec_json)) {
+      !api::isJsonObjectText(record.spec_json)) {
     return Status::internal(what + ".spec: stored JSON does not parse");
   }
   GPOOL_ASSIGN_OR_RETURN(api::Job job, jobWithoutSpec(record, what));
-  nlohmann::json j = api::toJson(job);
-  j["spec"] = nullptr;
-  std::string text = api::dumpJson(j);
-  // Keys are sorted and every value after "spec" (state, submit_time_us, uid, user, ...) is a
-  // scalar whose quotes are escaped, so the last structural "spec":null is the job's own.
-  static constexpr std::string_view kPlaceholder = "\"spec\":null";
-  size_t at = text.rfind(kPlaceholder);
-  if (at == std::string::npos) return Status::internal(what + ": cannot place its spec");
-  text.replace(at + kPlaceholder.size() - 4, 4, record.spec_json);
-  return text;
+  return api::toJsonText(job, record.spec_json);
 }
 
 Result<api::Job> loadApiJob(Store& store, int64_t id) {

@@ -146,6 +146,36 @@ TEST(JobJsonTest, RoundTripsArrayElements) {
   EXPECT_FALSE(j.contains("start_time_us"));
 }
 
+// toJsonText writes the document toJson + dumpJson would, byte for byte, for a job with no
+// optional member and for one with every member set (strings that need escaping included).
+TEST(JobJsonTest, TextIsWhatDumpWrites) {
+  Job bare = sampleJob();
+  Job full = sampleJob();
+  full.state = JobState::kFailed;
+  full.reason = "exit \"3\" \\ \u00e9t\u00e9\n";
+  full.user = "d\u00f6ra";
+  full.group = "";
+  full.start_time = fromUnixSeconds(1'700'000'010);
+  full.end_time = fromUnixSeconds(1'700'000'020);
+  full.exit_code = -3;
+  full.array_job_id = 40;
+  full.array_index = 3;
+  full.requeue_count = 2;
+  full.allocations.resize(2);
+  for (uint32_t t = 0; t < 2; ++t) {
+    full.allocations[t].task = t;
+    full.allocations[t].node = "gpu-0" + std::to_string(t);
+    full.allocations[t].slices = {Slice{"GPU-" + std::to_string(t), 1024, 500, false}};
+    full.allocations[t].stdout_log = "/var/log/gpool/42." + std::to_string(t) + ".out";
+  }
+  // Invalid UTF-8 is replaced as dumpJson replaces it.
+  Job odd = sampleJob();
+  odd.reason = std::string("bad \xff byte");
+  for (const Job& job : {bare, full, odd}) {
+    EXPECT_EQ(toJsonText(job, dumpJson(toJson(job.spec))), dumpJson(toJson(job))) << job.reason;
+  }
+}
+
 TEST(JobJsonTest, RejectsInconsistentJobs) {
   auto with = [](const std::function<void(json&)>& edit) {
     json j = toJson(sampleJob());
