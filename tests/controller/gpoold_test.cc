@@ -216,6 +216,11 @@ TEST_F(GpooldTest, ServesTlsOnAnOsChosenPort) {
     auto jobs = anonymous.get("/v1/jobs");
     ASSERT_TRUE(jobs.ok());
     EXPECT_EQ(jobs->status, 401) << jobs->body;
+    // The dashboard's page, without a token (web_root found in the source tree).
+    auto page = anonymous.get("/");
+    ASSERT_TRUE(page.ok());
+    EXPECT_EQ(page->status, 200);
+    EXPECT_EQ(page->header("Content-Type"), "text/html; charset=utf-8");
     // A client that does not trust the controller's CA does not get through.
     net::HttpClient untrusting(net::ClientEndpoint::tls("127.0.0.1", port, certs.other_ca_file, ""),
                                std::chrono::seconds(10));
