@@ -10,6 +10,7 @@
 #   share/gpool/traces/             the bundled cluster traces for `gpool sim` (about 16 MiB,
 #                                   2.5 MiB in the package); GPOOL_INSTALL_TRACES=OFF leaves them out
 #   share/gpool/examples/           gpoold.toml, gpool-agent.default and gpool-agent.toml
+#   share/gpool/web/                the dashboard's files (gpoold serves them at /)
 #   share/doc/gpool/                README and docs/*.md
 #   lib/systemd/system/             gpoold.service, gpool-agent.service
 #   /etc/gpool/gpoold.toml, /etc/default/gpool-agent   configuration (dpkg conffiles)
@@ -46,6 +47,8 @@ install(TARGETS gpool-adopt RUNTIME DESTINATION ${GPOOL_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/gpu/fixtures/
         DESTINATION ${GPOOL_INSTALL_DATADIR}/fixtures
         FILES_MATCHING PATTERN "*.json")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/web/ DESTINATION ${GPOOL_INSTALL_DATADIR}/web
+        FILES_MATCHING PATTERN "*.html" PATTERN "*.js" PATTERN "*.css")
 if(GPOOL_INSTALL_TRACES)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/data/traces/ DESTINATION ${GPOOL_INSTALL_DATADIR}/traces)
 endif()

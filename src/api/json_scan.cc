@@ -249,7 +249,7 @@ class Scanner {
       unsigned code = 0;
       if (!hex4(&code)) return false;
       if (code >= 0xDC00 && code <= 0xDFFF) return false;  // a low surrogate alone
-      if (code >= 0xD800 && code <= 0xDBFF) {               // must pair with a low one
+      if (code >= 0xD800 && code <= 0xDBFF) {              // must pair with a low one
         if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
         p_ += 2;
         unsigned low = 0;

@@ -221,6 +221,7 @@ std::string hostName() {
 
 struct PoolFile {
   std::string socket;
+  std::string dashboard;  // "http://127.0.0.1:PORT/" (no token); empty if gpoold serves none
   bool simulated = true;
   pid_t gpoold = -1;
   std::string gpoold_exe;
@@ -233,7 +234,8 @@ json toJson(const PoolFile& p) {
   for (const auto& [node, pid] : p.agents)
     agents.push_back({{"node", node}, {"pid", pid}});
   return {{"socket", p.socket},         {"simulated", p.simulated}, {"gpoold_pid", p.gpoold},
-          {"gpoold_exe", p.gpoold_exe}, {"agents", agents},         {"agent_exe", p.agent_exe}};
+          {"gpoold_exe", p.gpoold_exe}, {"agents", agents},         {"agent_exe", p.agent_exe},
+          {"dashboard", p.dashboard}};
 }
 
 Result<PoolFile> readPoolFile(const std::string& dir) {
@@ -251,6 +253,7 @@ Result<PoolFile> readPoolFile(const std::string& dir) {
     p.gpoold = j.at("gpoold_pid").get<pid_t>();
     p.gpoold_exe = j.value("gpoold_exe", "");
     p.agent_exe = j.value("agent_exe", "");
+    p.dashboard = j.value("dashboard", "");
     for (const json& a : j.at("agents"))
       p.agents.emplace_back(a.at("node").get<std::string>(), a.at("pid").get<pid_t>());
   } catch (const json::exception& e) {
@@ -297,6 +300,10 @@ void printStatus(const PoolFile& p, const std::string& dir) {
   std::printf("pool in %s (%s)\n", dir.c_str(), p.simulated ? "simulated GPUs" : "real GPUs");
   std::printf("  gpoold       pid %-8d %s   socket %s\n", p.gpoold, ctl_up ? "running" : "STOPPED",
               p.socket.c_str());
+  if (!p.dashboard.empty()) {
+    std::printf("  dashboard    %s (sign in with an API token: gpool token create)\n",
+                p.dashboard.c_str());
+  }
   for (const auto& [node, pid] : p.agents) {
     std::printf("  gpool-agent  pid %-8d %s   node %s\n", pid,
                 processAlive(pid, p.agent_exe) ? "running" : "STOPPED", node.c_str());
@@ -315,6 +322,53 @@ void printStatus(const PoolFile& p, const std::string& dir) {
                 n.value("state", "?").c_str(), gpus, model.c_str(),
                 simulated ? " (simulated)" : "");
   }
+}
+
+// The port gpoold printed as "http 127.0.0.1:PORT" in its log, reading from `offset` (the log's
+// size before this gpoold started: the log keeps earlier runs' lines); -1 if none.
+int httpPortFromLog(const std::string& log_path, std::uintmax_t offset) {
+  std::ifstream in(log_path);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string line;
+  const std::string prefix = "http 127.0.0.1:";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) {
+      try {
+        return std::stoi(line.substr(prefix.size()));
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  }
+  return -1;
+}
+
+// A fresh API token for whoever runs `gpool up`, for the dashboard link. Root's pool makes root an
+// admin record first when it has none (a token carries the role of its user's record; root over
+// the socket is an admin without one), so that the dashboard can drain servers and cancel any
+// job. Returns the token text, or the reason there is none.
+Result<std::string> dashboardToken(net::HttpClient& client) {
+  if (::geteuid() == 0) {
+    Result<net::Response> existing = client.get("/v1/users/root");
+    if (existing.ok() && existing->status == 404) {
+      api::User root;
+      root.name = "root";
+      root.uid = 0;
+      root.role = api::Role::kAdmin;
+      Result<net::Response> made =
+          client.request(net::Method::kPut, "/v1/users/root", api::toJson(root).dump());
+      if (!made.ok()) return made.status();
+      if (made->status >= 300) return Status::internal("cannot make root an admin: " + made->body);
+    }
+  }
+  Result<net::Response> r =
+      client.post("/v1/tokens", json{{"name", "dashboard (gpool up)"}}.dump());
+  if (!r.ok()) return r.status();
+  json body = json::parse(r->body, nullptr, false);
+  if (r->status != 201 || !body.is_object() || !body.contains("token")) {
+    return Status::internal("cannot create an API token: " + r->body);
+  }
+  return body["token"].get<std::string>();
 }
 
 // The demo's job mix, submitted as whoever runs `gpool up --demo`: whole GPUs, slices, a
@@ -544,10 +598,18 @@ void runUp(const UpArgs& a) {
         << "[controller]\n"
         << "store = \"" << dir << "/gpool.db\"\n"
         << "socket = \"" << pool.socket << "\"\n"
+        << "# the dashboard and the API for a browser on this machine; port chosen by the OS\n"
+        << "http_listen = \"127.0.0.1:0\"\n"
         << "schedule_interval = \"2s\"\n";
     if (!out) fail(Status::ioError("cannot write " + config));
   }
   const std::string ctl_log = dir + "/gpoold.log";
+  std::uintmax_t log_offset = 0;  // the log keeps earlier runs: read this run's lines only
+  {
+    std::error_code size_ec;
+    std::uintmax_t size = fs::file_size(ctl_log, size_ec);
+    if (!size_ec) log_offset = size;
+  }
   Result<pid_t> ctl = spawnDetached({*gpoold, "--config", config}, ctl_log, 077);
   if (!ctl.ok()) fail(ctl.status());
   pool.gpoold = *ctl;
@@ -569,6 +631,9 @@ void runUp(const UpArgs& a) {
     fail(why);
   };
   if (!ready.isOk()) abandon(ready);
+  // gpoold prints "http HOST:PORT" before it serves anything, so it is in the log by now.
+  const int http_port = httpPortFromLog(ctl_log, log_offset);
+  if (http_port > 0) pool.dashboard = "http://127.0.0.1:" + std::to_string(http_port) + "/";
 
   std::vector<std::string> names;
   const int servers = simulated ? a.servers : 1;
@@ -614,6 +679,17 @@ void runUp(const UpArgs& a) {
               simulated ? "simulated GPUs: no NVIDIA GPU was found on this machine"
                         : "the real GPUs of this machine");
   printStatus(pool, dir);
+  if (!pool.dashboard.empty()) {
+    Result<std::string> token = dashboardToken(client);
+    if (token.ok()) {
+      // Jupyter-style: the page takes the token from the fragment (never sent to the server),
+      // keeps it for the tab and clears the address bar.
+      std::printf("dashboard %s#token=%s\n", pool.dashboard.c_str(), token->c_str());
+    } else {
+      std::printf("dashboard %s (no token: %s; create one with gpool token create)\n",
+                  pool.dashboard.c_str(), token.status().message().c_str());
+    }
+  }
   std::printf(
       "\nuse it with:\n  export GPOOL_SOCKET=%s\n  gpool nodes\n  gpool queue\n"
       "stop it with: gpool down%s\n",

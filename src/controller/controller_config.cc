@@ -1,5 +1,7 @@
 #include "controller/controller_config.h"
 
+#include <arpa/inet.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +33,18 @@ Result<std::pair<std::string, int>> parseHostPort(const std::string& text) {
                                    "' is not in 0..65535 (0: chosen by the OS)");
   }
   return std::make_pair(host, port);
+}
+
+// Whether `host` names this machine's loopback interface only: "localhost", 127.0.0.0/8, ::1.
+bool isLoopbackHost(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
 }
 
 }  // namespace
@@ -66,6 +80,31 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   } else if (!s.tls_cert.empty() || !s.tls_key.empty()) {
     ctl.fail(s.tls_cert.empty() ? "tls_key" : "tls_cert",
              "has no effect without controller.tls_listen (host:port)");
+  }
+  std::string http_listen = ctl.getString("http_listen", "");
+  if (!http_listen.empty()) {
+    Result<std::pair<std::string, int>> hp = parseHostPort(http_listen);
+    if (!hp.ok()) {
+      ctl.fail("http_listen", hp.status().message());
+    } else if (!isLoopbackHost(hp->first)) {
+      ctl.fail("http_listen",
+               "'" + hp->first +
+                   "' is not a loopback address: this listener carries API tokens unencrypted, "
+                   "so it only binds 127.0.0.1, ::1 or localhost (use tls_listen for remote "
+                   "browsers)");
+    } else {
+      s.http_host = hp->first;
+      s.http_port = hp->second;
+    }
+  }
+  s.web_root = ctl.getString("web_root", "");
+  if (!s.web_root.empty()) {
+    struct stat st {};
+    if (::stat(s.web_root.c_str(), &st) != 0) {
+      ctl.fail("web_root", "cannot read '" + s.web_root + "': " + std::strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+      ctl.fail("web_root", "'" + s.web_root + "' is not a folder");
+    }
   }
   if (s.sqlite_synchronous != "FULL" && s.sqlite_synchronous != "NORMAL") {
     ctl.fail("sqlite_synchronous", "must be FULL or NORMAL");

@@ -20,6 +20,13 @@ struct ControllerSettings {
   int tls_port = -1;
   std::string tls_cert;
   std::string tls_key;
+  // The plain-HTTP listener for a browser on this machine (the dashboard, the API with API
+  // tokens); http_port -1: none. Always a loopback address: tokens cross it unencrypted.
+  std::string http_host;
+  int http_port = -1;
+  // The dashboard's files (index.html, *.js, *.css); empty: found at start (findWebRoot in
+  // web_routes.h: the installed share/gpool/web, else the source tree's web/).
+  std::string web_root;
   int64_t node_down_after_s = 90;
   int64_t lease_duration_s = 60;
   int64_t heartbeat_interval_s = 5;

@@ -5,7 +5,9 @@
 // With `controller.socket` set it serves, on that Unix socket, the REST API (api_routes.h) and
 // the agents' WebSocket `/v1/agent` (agent_link.h) and the clients' live updates `/v1/watch`
 // (live_feed.h); without it no agent can connect and the
-// assignments wait in the store for one.
+// assignments wait in the store for one. `controller.tls_listen` and `controller.http_listen`
+// (loopback only) serve the same routes with API tokens; every listener also serves the
+// dashboard's files at / (web_routes.h).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -33,6 +35,7 @@
 #include "controller/live_feed.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
+#include "controller/web_routes.h"
 #include "logging/logging.h"
 #include "net/router.h"
 #include "net/server.h"
@@ -119,7 +122,7 @@ int run(const std::string& config_path, bool once) {
   LiveFeed feed(**store, registry);
   std::unique_ptr<net::Server> server;
   StoreTokenVerifier tokens(**store, clock);
-  if (!settings->socket.empty() || settings->tls_port >= 0) {
+  if (!settings->socket.empty() || settings->tls_port >= 0 || settings->http_port >= 0) {
     net::Router router;
     ApiRouteOptions api_options;
     api_options.user_usage = [&loop](const std::string& user) { return loop.userUsage(user); };
@@ -138,6 +141,19 @@ int run(const std::string& config_path, bool once) {
       spdlog::error("cannot set up the watch route: {}", s.toString());
       return 1;
     }
+    std::string web_root = settings->web_root.empty() ? findWebRoot() : settings->web_root;
+    if (web_root.empty()) {
+      spdlog::warn(
+          "the dashboard's files were not found (share/gpool/web beside this gpoold, "
+          "/usr/share/gpool/web or the source tree's web/); set controller.web_root; / answers "
+          "404");
+    } else {
+      spdlog::info("dashboard files from {}", web_root);
+    }
+    if (Status s = addWebRoutes(router, web_root); !s.isOk()) {
+      spdlog::error("cannot set up the dashboard routes: {}", s.toString());
+      return 1;
+    }
     if (Status s = feed.start(); !s.isOk()) {
       spdlog::error("cannot start the live feed: {}", s.toString());
       return 1;
@@ -151,6 +167,11 @@ int run(const std::string& config_path, bool once) {
       server_options.tls_key_file = settings->tls_key;
       server_options.token_verifier = &tokens;
     }
+    if (settings->http_port >= 0) {
+      server_options.http_host = settings->http_host;
+      server_options.http_port = settings->http_port;
+      server_options.token_verifier = &tokens;
+    }
     server_options.threads = static_cast<int>(settings->api_threads);
     server = std::make_unique<net::Server>(server_options, std::move(router));
     if (Status s = server->start(); !s.isOk()) {
@@ -161,6 +182,11 @@ int run(const std::string& config_path, bool once) {
       spdlog::info("TLS listener on {}:{}", settings->tls_host, server->tcpPort());
       // Tests read the port (tls_listen may ask for port 0) from this line.
       std::cout << "tls " << settings->tls_host << ":" << server->tcpPort() << std::endl;
+    }
+    if (settings->http_port >= 0) {
+      spdlog::info("HTTP listener (loopback) on {}:{}", settings->http_host, server->httpPort());
+      // Tests and `gpool up` read the port (http_listen may ask for port 0) from this line.
+      std::cout << "http " << settings->http_host << ":" << server->httpPort() << std::endl;
     }
   }
   std::jthread scheduler([&loop](std::stop_token stop) { loop.runUntilStopped(stop); });

@@ -59,10 +59,15 @@ bool isParseError(const error_code& ec) {
          ec != http::error::end_of_stream && ec != http::error::partial_message;
 }
 
-bool isTlsStream(const TlsStream*) {
+// Whether a stream's peers prove who they are with a bearer token (TLS and plain-HTTP TCP) or
+// are identified by the kernel (Unix socket).
+bool needsToken(const TlsStream*) {
   return true;
 }
-bool isTlsStream(const UnixStream*) {
+bool needsToken(const TcpStream*) {
+  return true;
+}
+bool needsToken(const UnixStream*) {
   return false;
 }
 
@@ -112,11 +117,16 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
                                      const Router::Route* route);
   asio::awaitable<void> acceptUnix();
   asio::awaitable<void> acceptTcp();
+  asio::awaitable<void> acceptHttp();
   asio::awaitable<void> runTlsConnection(Tcp::socket socket);
 
   // Builds our Request from Beast's, authenticates it and runs the route. Never throws.
   Response dispatch(Request& req, const Router::Match& match, bool tls);
-  Status authenticate(Request& req, bool tls, const Router::Route* route);
+  // `tls` stands for every token listener (TLS and plain HTTP). For a WebSocket upgrade
+  // (`upgrade`) without an Authorization header, the token may come as the query parameter
+  // `access_token`, since a browser's WebSocket cannot set headers; it is removed from the query
+  // before the route sees it.
+  Status authenticate(Request& req, bool tls, const Router::Route* route, bool upgrade = false);
   std::string nextRequestId() {
     uint64_t n = request_counter_.fetch_add(1) + 1;
     return fmt::format("{:x}-{}", start_seconds_, n);
@@ -133,6 +143,7 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   };
 
   Status startListeners();
+  Result<std::unique_ptr<Tcp::acceptor>> listenTcp(const std::string& host, int port);
 
   std::shared_ptr<SessionControl> registerSession(Executor ex) {
     auto ctl = std::make_shared<SessionControl>();
@@ -158,6 +169,7 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   bool started_ = false;
   bool stopped_ = false;
   int tcp_port_ = -1;
+  int http_port_ = -1;
 
   std::mutex sessions_mu_;
   std::condition_variable sessions_cv_;
@@ -171,6 +183,7 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   asio::strand<asio::io_context::executor_type> accept_strand_{asio::make_strand(ioc_)};
   std::unique_ptr<Local::acceptor> unix_acceptor_;
   std::unique_ptr<Tcp::acceptor> tcp_acceptor_;
+  std::unique_ptr<Tcp::acceptor> http_acceptor_;
 };
 
 namespace {
@@ -243,11 +256,22 @@ asio::awaitable<void> closeStream(Stream& stream, std::chrono::milliseconds limi
 
 }  // namespace
 
-Status Server::Impl::authenticate(Request& req, bool tls, const Router::Route* route) {
+Status Server::Impl::authenticate(Request& req, bool tls, const Router::Route* route,
+                                  bool upgrade) {
   if (!tls) return Status::ok();  // Unix peers: the kernel already told us who they are.
   auto auth = req.header("authorization");
-  if (auth) {
-    GPOOL_ASSIGN_OR_RETURN(std::string token, bearerTokenFromHeader(*auth));
+  std::optional<std::string> query_token;
+  if (!auth && upgrade) {
+    query_token = req.queryParam("access_token");
+    req.query.erase("access_token");
+  }
+  if (auth || query_token) {
+    std::string token;
+    if (auth) {
+      GPOOL_ASSIGN_OR_RETURN(token, bearerTokenFromHeader(*auth));
+    } else {
+      token = *query_token;
+    }
     Result<TokenIdentity> id = options_.token_verifier->verify(token);
     if (!id.ok()) return id.status();
     req.peer.kind = PeerIdentity::Kind::kToken;
@@ -301,7 +325,7 @@ template <class Stream>
 asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionControl> ctl,
                                                    Stream stream, PeerIdentity peer) {
   SessionGuard guard{this, ctl};
-  const bool tls = isTlsStream(static_cast<Stream*>(nullptr));
+  const bool tls = needsToken(static_cast<Stream*>(nullptr));
   ctl->on_stop = [&stream, ctl_raw = ctl.get()](bool force) {
     if (ctl_raw->idle || force) beast::get_lowest_layer(stream).cancel();
   };
@@ -346,7 +370,7 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
         if (!ec) {
           // Half-close first where the stream allows it, so that a client waiting for the end
           // of the response sees EOF at once and closes its side.
-          if constexpr (std::is_same_v<Stream, UnixStream>) {
+          if constexpr (!std::is_same_v<Stream, TlsStream>) {
             beast::get_lowest_layer(stream).socket().shutdown(asio::socket_base::shutdown_send, ec);
           }
           co_await drainInput(stream, std::chrono::milliseconds(1000));
@@ -369,7 +393,7 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
       } else {
         match = router_.match(req.method, req.path, upgrade);
         if (upgrade && match.kind == Router::Match::Kind::kFound) {
-          Status auth = authenticate(req, tls, match.route);
+          Status auth = authenticate(req, tls, match.route, /*upgrade=*/true);
           if (auth.isOk() && match.route->websocket.accept) {
             try {
               auth = match.route->websocket.accept(req);
@@ -706,6 +730,26 @@ asio::awaitable<void> Server::Impl::acceptTcp() {
   }
 }
 
+asio::awaitable<void> Server::Impl::acceptHttp() {
+  for (;;) {
+    error_code ec;
+    Executor strand = asio::make_strand(ioc_);
+    Tcp::socket socket(strand);
+    co_await http_acceptor_->async_accept(socket, awaitEc(ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
+      spdlog::warn("accept on HTTP port {} failed: {}", http_port_, ec.message());
+      asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(awaitEc(ec));
+      continue;
+    }
+    socket.set_option(Tcp::no_delay(true), ec);
+    auto ctl = registerSession(strand);
+    asio::co_spawn(strand, runHttpSession(ctl, TcpStream(std::move(socket)), PeerIdentity{}),
+                   asio::detached);
+  }
+}
+
 Status Server::Impl::start() {
   if (started_ || stopped_) return Status::failedPrecondition("server already started");
   Status s = startListeners();
@@ -721,11 +765,16 @@ Status Server::Impl::start() {
       tcp_acceptor_->close(ec);
       tcp_acceptor_.reset();
     }
+    if (http_acceptor_) {
+      http_acceptor_->close(ec);
+      http_acceptor_.reset();
+    }
     ssl_ctx_.reset();
     return s;
   }
   if (unix_acceptor_) asio::co_spawn(accept_strand_, acceptUnix(), asio::detached);
   if (tcp_acceptor_) asio::co_spawn(accept_strand_, acceptTcp(), asio::detached);
+  if (http_acceptor_) asio::co_spawn(accept_strand_, acceptHttp(), asio::detached);
   started_ = true;
   for (int i = 0; i < options_.threads; ++i) {
     threads_.emplace_back([this] {
@@ -745,8 +794,9 @@ Status Server::Impl::start() {
 }
 
 Status Server::Impl::startListeners() {
-  if (options_.unix_socket_path.empty() && options_.tcp_port < 0) {
-    return Status::invalidArgument("server has no listener: set unix_socket_path or tcp_port");
+  if (options_.unix_socket_path.empty() && options_.tcp_port < 0 && options_.http_port < 0) {
+    return Status::invalidArgument(
+        "server has no listener: set unix_socket_path, tcp_port or http_port");
   }
   if (options_.threads < 1) return Status::invalidArgument("server threads must be >= 1");
   error_code ec;
@@ -801,26 +851,38 @@ Status Server::Impl::startListeners() {
                                      "' does not match certificate '" + options_.tls_cert_file +
                                      "'");
     }
-    Tcp::resolver resolver(ioc_);
-    auto results = resolver.resolve(options_.tcp_host, std::to_string(options_.tcp_port),
-                                    Tcp::resolver::passive, ec);
-    if (ec || results.empty()) {
-      return Status::invalidArgument("cannot resolve listen address '" + options_.tcp_host +
-                                     "': " + (ec ? ec.message() : "no address"));
-    }
-    Tcp::endpoint ep = results.begin()->endpoint();
-    tcp_acceptor_ = std::make_unique<Tcp::acceptor>(accept_strand_);
-    tcp_acceptor_->open(ep.protocol(), ec);
-    if (!ec) tcp_acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) tcp_acceptor_->bind(ep, ec);
-    if (!ec) tcp_acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      return Status::ioError("cannot listen on " + options_.tcp_host + ":" +
-                             std::to_string(options_.tcp_port) + ": " + ec.message());
-    }
+    GPOOL_ASSIGN_OR_RETURN(tcp_acceptor_, listenTcp(options_.tcp_host, options_.tcp_port));
     tcp_port_ = tcp_acceptor_->local_endpoint().port();
   }
+  if (options_.http_port >= 0) {
+    if (options_.token_verifier == nullptr) {
+      return Status::invalidArgument("an HTTP listener needs a token_verifier");
+    }
+    GPOOL_ASSIGN_OR_RETURN(http_acceptor_, listenTcp(options_.http_host, options_.http_port));
+    http_port_ = http_acceptor_->local_endpoint().port();
+  }
   return Status::ok();
+}
+
+Result<std::unique_ptr<Tcp::acceptor>> Server::Impl::listenTcp(const std::string& host, int port) {
+  error_code ec;
+  Tcp::resolver resolver(ioc_);
+  auto results = resolver.resolve(host, std::to_string(port), Tcp::resolver::passive, ec);
+  if (ec || results.empty()) {
+    return Status::invalidArgument("cannot resolve listen address '" + host +
+                                   "': " + (ec ? ec.message() : "no address"));
+  }
+  Tcp::endpoint ep = results.begin()->endpoint();
+  auto acceptor = std::make_unique<Tcp::acceptor>(accept_strand_);
+  acceptor->open(ep.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(ep, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::ioError("cannot listen on " + host + ":" + std::to_string(port) + ": " +
+                           ec.message());
+  }
+  return acceptor;
 }
 
 void Server::Impl::stop() {
@@ -831,6 +893,7 @@ void Server::Impl::stop() {
     error_code ec;
     if (unix_acceptor_) unix_acceptor_->close(ec);
     if (tcp_acceptor_) tcp_acceptor_->close(ec);
+    if (http_acceptor_) http_acceptor_->close(ec);
   });
   // First ask every connection to finish (idle ones close at once), then cut the ones still
   // open after the grace period, so that every connection coroutine ends (and WebSocket
@@ -874,6 +937,10 @@ void Server::stop() {
 
 int Server::tcpPort() const {
   return impl_->tcp_port_;
+}
+
+int Server::httpPort() const {
+  return impl_->http_port_;
 }
 
 const std::string& Server::unixSocketPath() const {

@@ -27,8 +27,15 @@ struct ServerOptions {
   // PEM certificate chain and private key; required with a TCP listener. TLS 1.2 or newer.
   std::string tls_cert_file;
   std::string tls_key_file;
-  // Checks bearer tokens on the TCP listener; required with a TCP listener. Not owned; must
-  // outlive the server.
+  // Plain-HTTP TCP listener (no TLS), for a browser on this machine (the dashboard);
+  // http_port < 0 for none, 0 for a port chosen by the OS (see httpPort()). Requests are
+  // authenticated by bearer token exactly as on the TLS listener. Tokens cross it in the clear,
+  // so callers must bind it to a loopback address only (gpoold's config refuses any other); the
+  // server itself does not check.
+  std::string http_host = "127.0.0.1";
+  int http_port = -1;
+  // Checks bearer tokens on the TCP listeners; required with a TLS or HTTP listener. Not owned;
+  // must outlive the server.
   TokenVerifier* token_verifier = nullptr;
 
   // I/O threads running the one io_context.
@@ -59,11 +66,12 @@ struct ServerOptions {
 
 // The HTTP/1.1 + WebSocket server behind gpoold's API.
 //
-// Listeners: a Unix socket (identity from the kernel) and TCP with TLS (identity from a bearer
-// token checked by the TokenVerifier). Each request is parsed, authenticated, routed and
-// answered; transport errors become JSON error bodies (400 malformed, 401, 404, 405, 413, 431,
-// 500). Keep-alive is supported; a handler exception becomes a 500 whose id is logged, and the
-// server keeps serving.
+// Listeners: a Unix socket (identity from the kernel), TCP with TLS and plain HTTP on TCP (for
+// loopback use; both: identity from a bearer token checked by the TokenVerifier; a WebSocket
+// upgrade may carry it as the query parameter `access_token`, which browsers need). Each request is
+// parsed, authenticated, routed and answered; transport errors become JSON error bodies (400
+// malformed, 401, 404, 405, 413, 431, 500). Keep-alive is supported; a handler exception becomes a
+// 500 whose id is logged, and the server keeps serving.
 //
 // Threading: one io_context runs on `threads` I/O threads. Each connection lives on its own
 // strand, so one connection's requests are handled in order, while requests of different
@@ -89,6 +97,8 @@ class Server {
 
   // The bound TCP port (useful with tcp_port = 0); -1 without a TCP listener.
   int tcpPort() const;
+  // The bound plain-HTTP port (useful with http_port = 0); -1 without an HTTP listener.
+  int httpPort() const;
   const std::string& unixSocketPath() const;
 
   // Counters for tests and metrics.

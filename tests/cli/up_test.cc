@@ -124,6 +124,9 @@ TEST_F(UpTest, StartsASimulatedPoolThatDownStops) {
   EXPECT_NE(up.out.find("a pool of 2 server(s) is up (simulated GPUs"), std::string::npos)
       << up.out;
   EXPECT_NE(up.out.find("sim-node-2"), std::string::npos) << up.out;
+  // The dashboard's link: gpoold's loopback HTTP port and an API token in the fragment.
+  EXPECT_NE(up.out.find("\ndashboard http://127.0.0.1:"), std::string::npos) << up.out;
+  EXPECT_NE(up.out.find("/#token=gpt."), std::string::npos) << up.out;
 
   json pool = poolFile();
   ASSERT_TRUE(pool.is_object());
@@ -150,6 +153,8 @@ TEST_F(UpTest, StartsASimulatedPoolThatDownStops) {
   EXPECT_EQ(status.rc, 0) << status.err;
   EXPECT_NE(status.out.find("running"), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("(simulated)"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("dashboard    http://127.0.0.1:"), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("#token="), std::string::npos) << status.out;  // no secret there
 
   Output again = gpool({"up", "--dir", dir_, "--simulate"});
   EXPECT_EQ(again.rc, 0) << again.err;

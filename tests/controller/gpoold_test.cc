@@ -18,9 +18,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "controller/controller_config.h"
 #include "controller/controller_fixture.h"
 #include "net/client.h"
 #include "net/net_test_util.h"
+#include "net/plain_http.h"
 #include "store/api_codec.h"
 
 namespace gpool::controller {
@@ -214,6 +216,11 @@ TEST_F(GpooldTest, ServesTlsOnAnOsChosenPort) {
     auto jobs = anonymous.get("/v1/jobs");
     ASSERT_TRUE(jobs.ok());
     EXPECT_EQ(jobs->status, 401) << jobs->body;
+    // The dashboard's page, without a token (web_root found in the source tree).
+    auto page = anonymous.get("/");
+    ASSERT_TRUE(page.ok());
+    EXPECT_EQ(page->status, 200);
+    EXPECT_EQ(page->header("Content-Type"), "text/html; charset=utf-8");
     // A client that does not trust the controller's CA does not get through.
     net::HttpClient untrusting(net::ClientEndpoint::tls("127.0.0.1", port, certs.other_ca_file, ""),
                                std::chrono::seconds(10));
@@ -481,6 +488,76 @@ TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
              "--once"});
   EXPECT_EQ(readLine(ok.out), "pass: started=0 pending=0 nodes=0");
   EXPECT_EQ(waitExit(ok), 0);
+}
+
+// controller.http_listen: the dashboard's files at / without a token, the API with the same
+// bearer tokens as over TLS, on an OS-chosen loopback port printed before "ready".
+TEST_F(GpooldTest, ServesTheDashboardAndTheApiOnALoopbackHttpListener) {
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child = spawn({"--config", writeConfig("socket = \"" + sock +
+                                               "\"\nhttp_listen = \"127.0.0.1:0\"\nweb_root = \"" +
+                                               std::string(GPOOL_SOURCE_DIR) + "/web\"\n")});
+  std::string line = readLine(child.out);
+  ASSERT_EQ(line.rfind("http 127.0.0.1:", 0), 0u) << line;
+  const int port = std::stoi(line.substr(line.rfind(':') + 1));
+  ASSERT_GT(port, 0);
+  ASSERT_EQ(readLine(child.out), "ready");
+  using net::testing::plainHttp;
+  {
+    net::testing::PlainResponse index = plainHttp(port, "GET", "/");
+    ASSERT_EQ(index.status, 200) << index.error;
+    EXPECT_EQ(index.headers["content-type"], "text/html; charset=utf-8");
+    EXPECT_NE(index.body.find("<title>gpool dashboard</title>"), std::string::npos);
+    net::testing::PlainResponse app = plainHttp(port, "GET", "/web/app.js");
+    EXPECT_EQ(app.status, 200);
+    EXPECT_EQ(app.headers["content-type"], "text/javascript; charset=utf-8");
+    EXPECT_EQ(plainHttp(port, "GET", "/web/style.css").headers["content-type"],
+              "text/css; charset=utf-8");
+    EXPECT_EQ(plainHttp(port, "GET", "/web/nope.js").status, 404);
+    // Nothing outside web_root, however the path is spelled.
+    for (const char* target : {"/web/..", "/web/%2e%2e", "/web/..%2f..%2fREADME.md",
+                               "/web/../README.md", "/web/%2e%2e%2fREADME.md", "/README.md"}) {
+      int status = plainHttp(port, "GET", target).status;
+      EXPECT_TRUE(status == 404 || status == 400) << target << ": " << status;
+    }
+    // The API wants a token here, as over TLS.
+    EXPECT_EQ(plainHttp(port, "GET", "/v1/jobs").status, 401);
+    EXPECT_EQ(plainHttp(port, "GET", "/v1/jobs", "", {{"Authorization", "Bearer gpt.x.y"}}).status,
+              401);
+    net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto made = root.post("/v1/tokens", R"({"name":"web","user":"alice"})");
+    ASSERT_TRUE(made.ok() && made->status == 201) << (made.ok() ? made->body : "");
+    std::string token = nlohmann::json::parse(made->body)["token"].get<std::string>();
+    net::testing::PlainResponse account =
+        plainHttp(port, "GET", "/v1/account", "", {{"Authorization", "Bearer " + token}});
+    ASSERT_EQ(account.status, 200) << account.body;
+    EXPECT_EQ(nlohmann::json::parse(account.body)["user"], "alice");
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
+// The plain-HTTP listener carries tokens unencrypted: only loopback addresses are accepted, and
+// the error names the key.
+TEST_F(GpooldTest, HttpListenRefusesANonLoopbackAddress) {
+  for (const char* listen : {"0.0.0.0:0", "192.0.2.10:8080", "[::]:0", "example.org:80"}) {
+    std::string config = writeConfig(std::string("http_listen = \"") + listen + "\"\n");
+    Result<ControllerSettings> s = readControllerSettings(config);
+    ASSERT_FALSE(s.ok()) << listen;
+    EXPECT_NE(s.status().message().find("http_listen"), std::string::npos) << s.status().message();
+    EXPECT_NE(s.status().message().find("not a loopback address"), std::string::npos)
+        << s.status().message();
+    Child child = spawn({"--config", config, "--once"});
+    EXPECT_EQ(waitExit(child), 2) << listen;
+  }
+  EXPECT_FALSE(readControllerSettings(writeConfig("http_listen = \"127.0.0.1:99999\"\n")).ok());
+  EXPECT_FALSE(readControllerSettings(writeConfig("web_root = \"/nonexistent/web\"\n")).ok());
+  for (const char* listen : {"127.0.0.1:0", "127.0.0.2:8080", "[::1]:0", "localhost:0"}) {
+    Result<ControllerSettings> s =
+        readControllerSettings(writeConfig(std::string("http_listen = \"") + listen + "\"\n"));
+    ASSERT_TRUE(s.ok()) << listen << ": " << s.status().message();
+    EXPECT_GE(s->http_port, 0);
+  }
 }
 
 }  // namespace

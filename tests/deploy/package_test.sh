@@ -136,6 +136,7 @@ contents)
     /usr/share/gpool/examples/gpoold.toml /usr/share/gpool/examples/gpool-agent.default
     /usr/share/gpool/examples/gpool-agent.toml
     /usr/share/gpool/traces/pollux-osdi21/philly.csv
+    /usr/share/gpool/web/index.html /usr/share/gpool/web/app.js /usr/share/gpool/web/api.js
     /usr/share/gpool/traces/alibaba-gpu-v2023/openb_pod_list_default.csv
     /usr/share/doc/gpool/README.md /usr/share/doc/gpool/admin-guide.md
   )

@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <future>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "net/client.h"
 #include "net_test_util.h"
+#include "plain_http.h"
 
 namespace gpool::net {
 namespace {
@@ -477,6 +479,81 @@ TEST_F(TlsServerTest, PlainHttpOnTheTlsPortIsRefused) {
   auto r = HttpClient(endpoint("")).get("/v1/health");
   ASSERT_TRUE(r.ok()) << r.status().toString();
   EXPECT_EQ(r->status, 200);
+}
+
+// The plain-HTTP listener (http_port): the same bearer tokens as TLS, anonymous routes open,
+// and a WebSocket upgrade may carry its token as ?access_token= (browsers cannot set headers),
+// which the route then does not see; a plain request may not.
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.http_port = 0;
+    options_.token_verifier = &tokens_;
+    Router router = testRouter();
+    WebSocketHandler ws;
+    ws.accept = [this](const Request& req) {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_user_ = req.peer.user;
+      seen_query_ = req.query.size();
+      return Status::ok();
+    };
+    ASSERT_TRUE(router.addWebSocket("/v1/ws", ws));
+    server_ = std::make_unique<Server>(options_, std::move(router));
+    ASSERT_TRUE(server_->start());
+    ASSERT_GT(server_->httpPort(), 0);
+    EXPECT_EQ(server_->tcpPort(), -1);
+  }
+  testing::PlainResponse get(const std::string& target,
+                             std::vector<std::pair<std::string, std::string>> headers = {}) {
+    return testing::plainHttp(server_->httpPort(), "GET", target, "", headers,
+                              std::chrono::seconds(10));
+  }
+  static std::vector<std::pair<std::string, std::string>> upgradeHeaders() {
+    return {{"Upgrade", "websocket"},
+            {"Connection", "Upgrade"},
+            {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+            {"Sec-WebSocket-Version", "13"}};
+  }
+
+  InMemoryTokenStore tokens_;
+  ServerOptions options_;
+  std::unique_ptr<Server> server_;
+  std::mutex mu_;
+  std::string seen_user_;
+  size_t seen_query_ = 99;
+};
+
+TEST_F(HttpServerTest, BearerTokensAsOverTls) {
+  auto token = tokens_.issue("alice");
+  ASSERT_TRUE(token.ok());
+  testing::PlainResponse r = get("/v1/whoami", {{"Authorization", "Bearer " + token->token}});
+  ASSERT_EQ(r.status, 200) << r.error << r.body;
+  EXPECT_EQ(nlohmann::json::parse(r.body)["user"], "alice");
+  EXPECT_EQ(get("/v1/whoami").status, 401);
+  EXPECT_EQ(get("/v1/health").status, 200);
+  // A token in the query counts only for a WebSocket upgrade.
+  EXPECT_EQ(get("/v1/whoami?access_token=" + token->token).status, 401);
+}
+
+TEST_F(HttpServerTest, WebSocketUpgradeTakesTheTokenFromTheQuery) {
+  auto token = tokens_.issue("alice");
+  ASSERT_TRUE(token.ok());
+  testing::PlainResponse ok = get("/v1/ws?access_token=" + token->token, upgradeHeaders());
+  EXPECT_EQ(ok.status, 101) << ok.error << ok.body;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_EQ(seen_user_, "alice");
+    EXPECT_EQ(seen_query_, 0u);  // consumed by the server, so routes that check their
+                                 // parameters do not see it
+  }
+  EXPECT_EQ(get("/v1/ws?access_token=gpt.0123456789abcdef.bad", upgradeHeaders()).status, 401);
+  EXPECT_EQ(get("/v1/ws", upgradeHeaders()).status, 401);
+}
+
+TEST(HttpServerStartTest, NeedsATokenVerifier) {
+  ServerOptions options;
+  options.http_port = 0;
+  EXPECT_EQ(Server(options, Router{}).start().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
