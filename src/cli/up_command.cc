@@ -333,6 +333,7 @@ int httpPortFromLog(const std::string& log_path, std::uintmax_t offset) {
   const std::string prefix = "http 127.0.0.1:";
   while (std::getline(in, line)) {
     if (line.rfind(prefix, 0) == 0) {
+      if (in.eof()) return -1;  // no newline yet: the line may still be being written
       try {
         return std::stoi(line.substr(prefix.size()));
       } catch (const std::exception&) {
@@ -616,12 +617,18 @@ void runUp(const UpArgs& a) {
   std::vector<std::pair<pid_t, std::string>> children{{*ctl, ctl_log}};
 
   net::HttpClient client(net::ClientEndpoint::unixSocket(pool.socket), std::chrono::seconds(5));
+  // gpoold serves the socket a moment before it prints "http HOST:PORT" (the port is known only
+  // once the listener is bound), so ready means both: answering, and the port in the log.
+  int http_port = -1;
   Status ready = waitUntil(
       [&] {
         Result<net::Response> r = client.get("/v1/health");
-        return r.ok() && r->status == 200;
+        if (!r.ok() || r->status != 200) return false;
+        http_port = httpPortFromLog(ctl_log, log_offset);
+        return http_port > 0;
       },
-      a.timeout_s, "waiting for gpoold to serve " + pool.socket, children);
+      a.timeout_s, "waiting for gpoold to serve " + pool.socket + " and print its HTTP port",
+      children);
   auto abandon = [&](const Status& why) {
     for (const auto& [node, pid] : pool.agents)
       stopProcess(pid, pool.agent_exe, 5);
@@ -631,8 +638,6 @@ void runUp(const UpArgs& a) {
     fail(why);
   };
   if (!ready.isOk()) abandon(ready);
-  // gpoold prints "http HOST:PORT" before it serves anything, so it is in the log by now.
-  const int http_port = httpPortFromLog(ctl_log, log_offset);
   if (http_port > 0) pool.dashboard = "http://127.0.0.1:" + std::to_string(http_port) + "/";
 
   std::vector<std::string> names;
