@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,10 +33,12 @@ struct Figures {
 // until `seconds` have passed or, when `calls_per_client` > 0, that many times. All threads
 // start together once every one has warmed up.
 //
-// With `rate_per_client` > 0 each client paces itself instead (an open loop): call k is due at
-// start + k / rate, the client waits for that moment when it is early, and the latency counts
-// from the due time, so a server that falls behind is charged for the queueing it causes
-// (no coordinated omission).
+// With `rate_per_client` > 0 each client paces itself instead (an open loop): its calls arrive
+// as a Poisson process of that rate (exponential gaps, seeded per client so runs repeat), the
+// client waits for each due time when it is early, and the latency counts from the due time, so
+// a server that falls behind is charged for the queueing it causes (no coordinated omission).
+// Independent arrivals are what many users' clients produce; a fixed k / rate schedule would
+// make every client fire at the same instants, a burst of `clients` requests each period.
 inline Figures drive(const std::string& name, int clients, double seconds,
                      const std::function<std::function<bool()>()>& make_client,
                      int calls_per_client = 0, bool warm_up = true, double rate_per_client = 0) {
@@ -53,12 +56,16 @@ inline Figures drive(const std::string& name, int clients, double seconds,
       while (!go.load())
         std::this_thread::yield();
       const auto start = realClock().monotonic();
+      std::mt19937_64 arrivals(0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i));
+      std::exponential_distribution<double> gap(rate_per_client > 0 ? rate_per_client : 1.0);
+      double due_s = 0;  // seconds after start
       for (int n = 0; calls_per_client <= 0 || n < calls_per_client; ++n) {
         auto t0 = realClock().monotonic();
         if (calls_per_client <= 0 && t0 - start >= budget) break;
         if (rate_per_client > 0) {
-          const auto due = start + std::chrono::duration_cast<Micros>(
-                                       std::chrono::duration<double>(n / rate_per_client));
+          due_s += gap(arrivals);
+          const auto due =
+              start + std::chrono::duration_cast<Micros>(std::chrono::duration<double>(due_s));
           if (due >= start + budget && calls_per_client <= 0) break;
           if (due > t0) std::this_thread::sleep_for(due - t0);
           t0 = due;

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git clang-format
+  build-essential cmake ninja-build pkg-config git clang-format lld
   libboost1.74-dev libssl-dev nlohmann-json3-dev libsqlite3-dev sqlite3
   libpq-dev libpqxx-dev postgresql libtomlplusplus-dev libcli11-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev

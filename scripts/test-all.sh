@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh clone: installs the Debian packages, checks formatting,
 # builds with warnings as errors and runs every test, then builds the libraries, the daemons and
 # their tests under ASan+UBSan (all but the `gpool` CLI, whose tests ran in the first phase) and
-# runs those again.
+# runs those again, and last builds and runs the tests of the threaded parts under TSan.
 # CTest's summary line closes the run. This is the README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,9 +35,23 @@ ctest --preset ci-asan -LE "no_sanitizer|slow"
 asan_rc=$?
 set -e
 
+# ThreadSanitizer on the threaded parts only (tests labelled `tsan`: the HTTP/WebSocket server
+# and clients, the event hub): a whole TSan build would cost as much again as the ASan one.
+phase "TSan build of the threaded parts, warnings as errors"
+cmake --preset ci-tsan >/dev/null
+cmake --build --preset ci-tsan -j "$jobs" --target gpool_tsan_tests
+set +e
+phase "TSan tests"
+ctest --preset ci-tsan -L tsan
+tsan_rc=$?
+set -e
+
 if [ "$release_rc" -ne 0 ]; then
   echo "release suite failed:"
   grep -E 'tests passed|Failed|\*\*\*' "$release_log" | tail -20
 fi
 rm -f "$release_log"
-[ "$release_rc" -eq 0 ] && [ "$asan_rc" -eq 0 ]
+if [ "$asan_rc" -ne 0 ]; then
+  echo "ASan+UBSan suite failed (its summary is above the TSan phase)"
+fi
+[ "$release_rc" -eq 0 ] && [ "$asan_rc" -eq 0 ] && [ "$tsan_rc" -eq 0 ]

@@ -26,6 +26,7 @@
 #include <boost/beast/websocket/ssl.hpp>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -116,8 +117,11 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
                                      http::request<http::string_body> upgrade, Request req,
                                      const Router::Route* route);
   asio::awaitable<void> acceptUnix();
-  asio::awaitable<void> acceptTcp();
-  asio::awaitable<void> acceptHttp();
+  // Accepts on a TCP listener (TLS or loopback HTTP) until it is closed, and hands each
+  // connection, on its own strand and with Nagle off, to `serve`. `what` names the listener in
+  // warnings.
+  asio::awaitable<void> acceptTcp(Tcp::acceptor& acceptor, std::string what,
+                                  std::function<void(Tcp::socket)> serve);
   asio::awaitable<void> runTlsConnection(Tcp::socket socket);
 
   // Builds our Request from Beast's, authenticates it and runs the route. Never throws.
@@ -712,41 +716,21 @@ asio::awaitable<void> Server::Impl::runTlsConnection(Tcp::socket socket) {
   co_await runHttpSession(ctl2, std::move(stream), std::move(anonymous));
 }
 
-asio::awaitable<void> Server::Impl::acceptTcp() {
+asio::awaitable<void> Server::Impl::acceptTcp(Tcp::acceptor& acceptor, std::string what,
+                                              std::function<void(Tcp::socket)> serve) {
   for (;;) {
     error_code ec;
-    Executor strand = asio::make_strand(ioc_);
-    Tcp::socket socket(strand);
-    co_await tcp_acceptor_->async_accept(socket, awaitEc(ec));
+    Tcp::socket socket(asio::make_strand(ioc_));
+    co_await acceptor.async_accept(socket, awaitEc(ec));
     if (ec) {
       if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
-      spdlog::warn("accept on TCP port {} failed: {}", tcp_port_, ec.message());
+      spdlog::warn("accept on {} failed: {}", what, ec.message());
       asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
       co_await pause.async_wait(awaitEc(ec));
       continue;
     }
     socket.set_option(Tcp::no_delay(true), ec);
-    asio::co_spawn(strand, runTlsConnection(std::move(socket)), asio::detached);
-  }
-}
-
-asio::awaitable<void> Server::Impl::acceptHttp() {
-  for (;;) {
-    error_code ec;
-    Executor strand = asio::make_strand(ioc_);
-    Tcp::socket socket(strand);
-    co_await http_acceptor_->async_accept(socket, awaitEc(ec));
-    if (ec) {
-      if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
-      spdlog::warn("accept on HTTP port {} failed: {}", http_port_, ec.message());
-      asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
-      co_await pause.async_wait(awaitEc(ec));
-      continue;
-    }
-    socket.set_option(Tcp::no_delay(true), ec);
-    auto ctl = registerSession(strand);
-    asio::co_spawn(strand, runHttpSession(ctl, TcpStream(std::move(socket)), PeerIdentity{}),
-                   asio::detached);
+    serve(std::move(socket));
   }
 }
 
@@ -773,8 +757,29 @@ Status Server::Impl::start() {
     return s;
   }
   if (unix_acceptor_) asio::co_spawn(accept_strand_, acceptUnix(), asio::detached);
-  if (tcp_acceptor_) asio::co_spawn(accept_strand_, acceptTcp(), asio::detached);
-  if (http_acceptor_) asio::co_spawn(accept_strand_, acceptHttp(), asio::detached);
+  if (tcp_acceptor_) {
+    asio::co_spawn(accept_strand_,
+                   acceptTcp(*tcp_acceptor_, "TLS port " + std::to_string(tcp_port_),
+                             [this](Tcp::socket socket) {
+                               Executor strand = socket.get_executor();
+                               asio::co_spawn(strand, runTlsConnection(std::move(socket)),
+                                              asio::detached);
+                             }),
+                   asio::detached);
+  }
+  if (http_acceptor_) {
+    asio::co_spawn(accept_strand_,
+                   acceptTcp(*http_acceptor_, "HTTP port " + std::to_string(http_port_),
+                             [this](Tcp::socket socket) {
+                               Executor strand = socket.get_executor();
+                               auto ctl = registerSession(strand);
+                               asio::co_spawn(strand,
+                                              runHttpSession(ctl, TcpStream(std::move(socket)),
+                                                             PeerIdentity{}),
+                                              asio::detached);
+                             }),
+                   asio::detached);
+  }
   started_ = true;
   for (int i = 0; i < options_.threads; ++i) {
     threads_.emplace_back([this] {
