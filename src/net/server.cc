@@ -768,17 +768,17 @@ Status Server::Impl::start() {
                    asio::detached);
   }
   if (http_acceptor_) {
-    asio::co_spawn(accept_strand_,
-                   acceptTcp(*http_acceptor_, "HTTP port " + std::to_string(http_port_),
-                             [this](Tcp::socket socket) {
-                               Executor strand = socket.get_executor();
-                               auto ctl = registerSession(strand);
-                               asio::co_spawn(strand,
-                                              runHttpSession(ctl, TcpStream(std::move(socket)),
-                                                             PeerIdentity{}),
-                                              asio::detached);
-                             }),
-                   asio::detached);
+    asio::co_spawn(
+        accept_strand_,
+        acceptTcp(*http_acceptor_, "HTTP port " + std::to_string(http_port_),
+                  [this](Tcp::socket socket) {
+                    Executor strand = socket.get_executor();
+                    auto ctl = registerSession(strand);
+                    asio::co_spawn(
+                        strand, runHttpSession(ctl, TcpStream(std::move(socket)), PeerIdentity{}),
+                        asio::detached);
+                  }),
+        asio::detached);
   }
   started_ = true;
   for (int i = 0; i < options_.threads; ++i) {
