@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "api/allocation.h"
 #include "api/job_spec.h"
@@ -26,7 +27,21 @@ struct TaskAssignment {
   // Seconds between SIGTERM and SIGKILL at the time limit (the job's QoS grace_time); unset:
   // the agent's default.
   std::optional<int64_t> grace_s;
+  // The server of every task of the job, by task index. A job of several tasks gets the
+  // torchrun/NCCL rendezvous from it (rendezvousFor in agent_link.h); empty: none.
+  std::vector<std::string> task_nodes;
 };
+
+// The server of each task of a job, by task index, from its allocations (one per task): what
+// TaskAssignment::task_nodes holds.
+inline std::vector<std::string> taskNodesOf(const std::vector<api::Allocation>& allocations) {
+  std::vector<std::string> nodes;
+  for (const api::Allocation& a : allocations) {
+    if (a.task >= nodes.size()) nodes.resize(a.task + 1);
+    nodes[a.task] = a.node;
+  }
+  return nodes;
+}
 
 // Thread-safety: called from the scheduling loop's thread and from API threads (cancel);
 // implementations must not block on the network (queue and return).

@@ -269,13 +269,14 @@ Status fromJson(const json& j, InventoryJson* out, std::string_view path) {
 
 struct NodeJson {
   api::Node node;
+  std::string hostname;  // how the other servers reach it (a multi-task job's MASTER_ADDR)
 };
 Status fromJson(const json& j, NodeJson* out, std::string_view path) {
   api::Node& n = out->node;
   ObjectReader r(j, path);
   std::string text;
   r.string("name", &n.name, Presence::kRequired);
-  r.string("hostname", &text);
+  r.string("hostname", &out->hostname);
   r.stringMap("labels", &n.labels);
   r.integer("cpu_millis", &n.cpus_milli, Presence::kRequired, uint64_t{0}, uint64_t{1} << 32);
   r.integer("ram_mib", &n.ram_mib, Presence::kRequired, uint64_t{0}, uint64_t{1} << 40);
@@ -418,7 +419,29 @@ json assignmentJson(int64_t job_id, uint32_t task, int32_t attempt, int64_t leas
 
 }  // namespace
 
-json taskEntryJson(const TaskAssignment& a) {
+std::optional<TaskRendezvous> rendezvousFor(
+    int64_t job_id, uint32_t task, const std::vector<std::string>& task_nodes,
+    const std::function<std::string(const std::string&)>& address_of) {
+  if (task_nodes.size() < 2 || task >= task_nodes.size()) return std::nullopt;
+  TaskRendezvous r;
+  r.master_addr = address_of ? address_of(task_nodes[0]) : task_nodes[0];
+  r.master_port =
+      kRendezvousBasePort + static_cast<uint32_t>(static_cast<uint64_t>(job_id) % kRendezvousPorts);
+  r.world_size = static_cast<uint32_t>(task_nodes.size());
+  r.rank = task;
+  std::vector<std::string> servers;  // in the order of their first task
+  for (uint32_t t = 0; t <= task; ++t) {
+    const std::string& node = task_nodes[t];
+    if (std::find(servers.begin(), servers.end(), node) == servers.end()) servers.push_back(node);
+    if (t < task && node == task_nodes[task]) ++r.local_rank;
+  }
+  r.node_rank = static_cast<uint32_t>(std::find(servers.begin(), servers.end(), task_nodes[task]) -
+                                      servers.begin());
+  return r;
+}
+
+json taskEntryJson(const TaskAssignment& a,
+                   const std::function<std::string(const std::string&)>& address_of) {
   const api::JobSpec& spec = a.spec;
   // An interactive allocation without a command holds its resources until cancelled or its
   // time limit: its task only waits (users enter it with `gpool shell`).
@@ -435,6 +458,11 @@ json taskEntryJson(const TaskAssignment& a) {
   if (a.allocation.slices.size() == 1 && !a.allocation.slices[0].exclusive) {
     const api::Slice& s = a.allocation.slices[0];
     launch["slice"] = json{{"memory_mib", s.memory_mib}, {"compute_milli", s.compute_milli}};
+  }
+  if (std::optional<TaskRendezvous> r = rendezvousFor(a.job_id, a.task, a.task_nodes, address_of)) {
+    launch["rendezvous"] = json{{"master_addr", r->master_addr}, {"master_port", r->master_port},
+                                {"world_size", r->world_size},   {"rank", r->rank},
+                                {"local_rank", r->local_rank},   {"node_rank", r->node_rank}};
   }
   if (spec.time_limit_seconds > 0) launch["time_limit_seconds"] = spec.time_limit_seconds;
   if (a.grace_s) launch["grace_seconds"] = *a.grace_s;
@@ -646,6 +674,7 @@ Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) 
   }
   node.node.gpus = std::move(inventory.gpus);
   std::string name = node.node.name;
+  const std::string hostname = node.hostname.empty() ? name : node.hostname;
   // TLS agents: a node credential speaks only for its node; a join token is exchanged for a
   // node credential on the connection's first hello (one transaction in the store).
   std::string credential;
@@ -696,6 +725,7 @@ Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) 
     std::lock_guard lock(mu_);
     session->node = name;
     session->node_epoch = *epoch;
+    hostnames_[name] = hostname;
     SessionPtr& slot = by_node_[name];
     if (slot && slot != session) older = slot;
     slot = session;
@@ -736,6 +766,7 @@ Result<json> AgentLink::desiredTasks(const std::string& node, int64_t node_epoch
       spdlog::error("job {}: cannot decode it: {}", record.id, job.status().toString());
       continue;
     }
+    std::vector<std::string> task_nodes = taskNodesOf(job->allocations);
     for (const api::Allocation& a : job->allocations) {
       if (a.node != node) continue;
       TaskAssignment t;
@@ -749,7 +780,8 @@ Result<json> AgentLink::desiredTasks(const std::string& node, int64_t node_epoch
       t.uid = record.uid;
       t.spec = job->spec;
       t.allocation = a;
-      out.push_back(taskEntryJson(t));
+      t.task_nodes = task_nodes;
+      out.push_back(taskEntryJson(t, [this](const std::string& n) { return addressOf(n); }));
     }
   }
   return out;
@@ -997,6 +1029,12 @@ void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report)
   }
 }
 
+std::string AgentLink::addressOf(const std::string& node) const {
+  std::lock_guard lock(mu_);
+  auto it = hostnames_.find(node);
+  return it == hostnames_.end() ? node : it->second;
+}
+
 void AgentLink::assign(const TaskAssignment& a) {
   SessionPtr session = current(a.node);
   if (!session) {
@@ -1004,7 +1042,7 @@ void AgentLink::assign(const TaskAssignment& a) {
                  a.job_id, a.task, a.node);
     return;
   }
-  json entry = taskEntryJson(a);
+  json entry = taskEntryJson(a, [this](const std::string& n) { return addressOf(n); });
   {
     std::lock_guard lock(mu_);
     entry["node_epoch"] = session->node_epoch;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -107,6 +109,10 @@ class AgentLink final : public AgentGateway {
   // placed there, with its launch description. Store errors are returned.
   Result<nlohmann::json> desiredTasks(const std::string& node, int64_t node_epoch);
 
+  // The address a node's peers reach it by: the hostname of its last hello, else its name.
+  // Thread-safe.
+  std::string addressOf(const std::string& node) const;
+
  private:
   struct Session;
   using SessionPtr = std::shared_ptr<Session>;
@@ -148,6 +154,7 @@ class AgentLink final : public AgentGateway {
 
   mutable std::mutex mu_;
   std::map<uint64_t, SessionPtr> sessions_;        // by connection id
+  std::map<std::string, std::string> hostnames_;   // each node's hostname from its last hello
   std::map<std::string, SessionPtr> by_node_;      // the connection serving each node
   std::set<std::pair<int64_t, int64_t>> started_;  // (job, epoch) reported running
   // (job, epoch, task) whose files (logs, shell socket) were recorded: every task of a
@@ -163,7 +170,34 @@ class AgentLink final : public AgentGateway {
   std::optional<Micros> pruned_at_;
 };
 
+// The torchrun/NCCL rendezvous of one task of a multi-task job (the agent sets MASTER_ADDR,
+// MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK and NODE_RANK from it).
+struct TaskRendezvous {
+  std::string master_addr;  // the server of task 0, as addressOf names it
+  uint32_t master_port = 0;
+  uint32_t world_size = 0;  // the job's tasks
+  uint32_t rank = 0;        // the task's index
+  uint32_t local_rank = 0;  // its place among the job's tasks on its own server
+  uint32_t node_rank = 0;   // its server's place among the job's servers, in task order
+};
+
+// The first port of the rendezvous range: PyTorch's default MASTER_PORT. A job's port is this
+// plus its id modulo kRendezvousPorts, so that jobs whose first task shares a server get
+// different ports unless their ids differ by a multiple of 4096.
+inline constexpr uint32_t kRendezvousBasePort = 29500;
+inline constexpr uint32_t kRendezvousPorts = 4096;
+
+// The rendezvous of task `task` of job `job_id` whose tasks run on `task_nodes` (by task index);
+// nullopt for a job of one task or a task outside the list. `address_of` maps a server's name
+// to the address its peers reach it by (its hostname); null: the name itself.
+std::optional<TaskRendezvous> rendezvousFor(
+    int64_t job_id, uint32_t task, const std::vector<std::string>& task_nodes,
+    const std::function<std::string(const std::string&)>& address_of = nullptr);
+
 // The task entry of `desired_state` / `assign` for one assignment (docs/agent-protocol.md).
-nlohmann::json taskEntryJson(const TaskAssignment& assignment);
+// `address_of` as for rendezvousFor.
+nlohmann::json taskEntryJson(
+    const TaskAssignment& assignment,
+    const std::function<std::string(const std::string&)>& address_of = nullptr);
 
 }  // namespace gpool::controller

@@ -46,6 +46,7 @@ sched::PlacementRequest requestFor(int64_t id, const api::JobSpec& spec) {
   req.job = std::to_string(id);
   req.tasks = spec.tasks;
   req.scope = spec.nodes == 1 ? sched::GangScope::kSingleServer : sched::GangScope::kMultiServer;
+  if (spec.nodes > 1) req.nodes = spec.nodes;
   sched::TaskRequest& t = req.task;
   t.gpus = spec.resources.gpus_milli;
   t.gpu_memory_mib = spec.resources.gpu_memory_mib;
@@ -273,6 +274,7 @@ Status SchedulingLoop::persistStart(
     return epoch.status();
   }
   ++report.started;
+  const std::vector<std::string> task_nodes = taskNodesOf(allocations);
   for (const api::Allocation& a : allocations) {
     TaskAssignment assignment;
     assignment.job_id = record.id;
@@ -286,6 +288,7 @@ Status SchedulingLoop::persistStart(
     assignment.spec = job.spec;
     assignment.allocation = a;
     assignment.grace_s = grace_of(job.spec.qos);
+    assignment.task_nodes = task_nodes;
     gateway_.assign(assignment);
   }
   return Status::ok();

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -143,6 +145,16 @@ bool validRequest(const PlacementRequest& request, std::string* why) {
   }
   if (t.isSlice() && t.computePerGpu() > 1000) {
     *why = "job " + request.job + " asks for a compute share above 1000/1000";
+    return false;
+  }
+  if (request.nodes > request.tasks) {
+    *why = "job " + request.job + " asks for " + std::to_string(request.nodes) + " nodes for " +
+           std::to_string(request.tasks) + " task(s): at most one node per task";
+    return false;
+  }
+  if (request.nodes > 1 && request.scope == GangScope::kSingleServer) {
+    *why = "job " + request.job + " asks for " + std::to_string(request.nodes) +
+           " nodes but for a single server";
     return false;
   }
   return true;
@@ -452,10 +464,12 @@ bool memoizable(const TaskAllocation& pick) {
   return true;
 }
 
-// The best candidate over all nodes; ties: locality, then a node this job already uses, then
-// uniformly at random (reservoir sampling over tied nodes).
+// The best candidate over all nodes (over those `allowed` accepts, when given); ties: locality,
+// then a node this job already uses, then uniformly at random (reservoir sampling over tied
+// nodes).
 Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, PlacementPolicy& policy,
-                  Random& random, const std::vector<size_t>& used_nodes) {
+                  Random& random, const std::vector<size_t>& used_nodes,
+                  const std::function<bool(size_t)>& allowed = nullptr) {
   Choice best;
   uint64_t ties = 0;
   const double eps = policy.tieEpsilon();
@@ -468,6 +482,7 @@ Choice chooseBest(const ClusterState& cluster, const TaskRequest& task, Placemen
                                                 : nullptr;
   TaskAllocation scratch, pick;
   forEachCandidateNode(cluster, task, [&](size_t n) {
+    if (allowed && !allowed(n)) return;
     double pick_score = 0;
     const PlacementMemo::Entry* entry = nullptr;
     if (memo != nullptr) {
@@ -621,6 +636,9 @@ void explainFailure(const ClusterState& cluster, const PlacementRequest& request
   if (request.scope == GangScope::kSingleServer && request.tasks > 1) {
     out->explanation += " on a single server";
   }
+  if (request.nodes > 0) {
+    out->explanation += " over exactly " + std::to_string(request.nodes) + " server(s)";
+  }
 }
 
 }  // namespace
@@ -651,8 +669,24 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
   ClusterState scratch = cluster;
   if (request.scope == GangScope::kMultiServer) {
     std::vector<size_t> used;
+    // With a node count (Slurm's -N with -n), the tasks spread as evenly as Slurm's: every node
+    // gets floor(tasks / nodes) tasks and `extra` = tasks mod nodes of them one more, so that
+    // torchrun's equal processes per node hold. The policy still picks which nodes, and a
+    // node's place in the order of its first task does not decide its share.
+    std::map<size_t, uint32_t> per_node;  // tasks of this gang on each node so far
+    const uint32_t floor_share = request.nodes > 0 ? request.tasks / request.nodes : 0;
+    const uint32_t extra = request.nodes > 0 ? request.tasks % request.nodes : 0;
+    uint32_t nodes_with_extra = 0;
+    std::function<bool(size_t)> allowed;
+    if (request.nodes > 0) {
+      allowed = [&](size_t n) {
+        auto it = per_node.find(n);
+        if (it == per_node.end()) return used.size() < request.nodes;
+        return it->second < floor_share || (it->second == floor_share && nodes_with_extra < extra);
+      };
+    }
     for (uint32_t t = 0; t < request.tasks; ++t) {
-      Choice c = chooseBest(scratch, task, policy, random, used);
+      Choice c = chooseBest(scratch, task, policy, random, used, allowed);
       if (!c.found || !scratch.apply(c.alloc).isOk()) {
         explainFailure(cluster, request, &out);
         out.tasks.clear();
@@ -661,6 +695,7 @@ PlacementResult place(const ClusterState& cluster, const PlacementRequest& reque
       if (std::find(used.begin(), used.end(), c.alloc.node) == used.end()) {
         used.push_back(c.alloc.node);
       }
+      if (request.nodes > 0 && ++per_node[c.alloc.node] == floor_share + 1) ++nodes_with_extra;
       if (!out.explanation.empty()) out.explanation += "; ";
       out.explanation += "task " + std::to_string(t) + " -> " +
                          describe(scratch, c.alloc, c.score, policy.name(), task.constraints);

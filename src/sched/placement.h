@@ -55,6 +55,9 @@ struct PlacementRequest {
   TaskRequest task;
   uint32_t tasks = 1;
   GangScope scope = GangScope::kMultiServer;
+  // kMultiServer only: spread the tasks over exactly this many nodes (Slurm's --nodes), at most
+  // `tasks`; 0: over as many as the policy's choices give.
+  uint32_t nodes = 0;
 };
 
 // Why a job could not be placed (Slurm-style pending reasons).

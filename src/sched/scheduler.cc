@@ -84,7 +84,7 @@ std::string shapeKey(const PlacementRequest& r) {
   std::string k = std::to_string(t.gpus) + ',' + std::to_string(t.gpu_memory_mib) + ',' +
                   std::to_string(t.gpu_compute) + ',' + std::to_string(t.cpu_millis) + ',' +
                   std::to_string(t.ram_mib) + ',' + std::to_string(r.tasks) + ',' +
-                  std::to_string(static_cast<int>(r.scope));
+                  std::to_string(static_cast<int>(r.scope)) + ',' + std::to_string(r.nodes);
   const Constraints& c = t.constraints;
   if (!c.gpu_models.empty() || c.min_compute_capability || c.min_gpu_memory_mib ||
       !c.node_labels.empty()) {

@@ -101,7 +101,7 @@ class FakeAgent {
         json::array({{{"gpu_a", 0}, {"gpu_b", 1}, {"level", "NV12"}, {"nvlink_count", 12}}});
     return {{"node",
              {{"name", node_},
-              {"hostname", node_},
+              {"hostname", node_ + ".test"},
               {"labels", json::object()},
               {"cpu_millis", 16000},
               {"ram_mib", 65536},
@@ -411,6 +411,77 @@ TEST_F(AgentLinkTest, EveryTaskOfAMultiTaskJobHasItsLogsRecorded) {
     EXPECT_EQ(a.value("stderr_log", ""), dir + "/stderr.log") << j.dump();
   }
   EXPECT_EQ(j["state"], "RUNNING");
+}
+
+// Both tasks of a two-task job on one server get the rendezvous: ranks by task, the server's
+// hostname from its hello as MASTER_ADDR, one port per job; and the desired state after a
+// reconnect says the same.
+TEST_F(AgentLinkTest, TasksOfAMultiTaskJobGetTheirRendezvous) {
+  auto agent = helloAgent("n1");
+  api::JobSpec spec = testing::makeSpec(0);
+  spec.tasks = 2;
+  auto r = http_->post("/v1/jobs", api::toJson(spec).dump());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 201) << r->body;
+  int64_t id = json::parse(r->body)["ids"][0].get<int64_t>();
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  std::map<uint32_t, json> by_task;
+  for (int n = 0; n < 2; ++n) {
+    size_t at = 0;
+    auto assign = agent->waitType("assign", from, &at);
+    ASSERT_TRUE(assign.has_value()) << "assign " << n;
+    from = at + 1;
+    by_task[(*assign)["body"]["assignment"]["task"].get<uint32_t>()] = (*assign)["body"];
+  }
+  ASSERT_EQ(by_task.size(), 2u);
+  const uint32_t port = kRendezvousBasePort + static_cast<uint32_t>(id % kRendezvousPorts);
+  for (uint32_t task : {0u, 1u}) {
+    EXPECT_EQ(by_task[task]["launch"]["rendezvous"], (json{{"master_addr", "n1.test"},
+                                                           {"master_port", port},
+                                                           {"world_size", 2},
+                                                           {"rank", task},
+                                                           {"local_rank", task},
+                                                           {"node_rank", 0}}))
+        << by_task[task].dump();
+  }
+
+  json desired;
+  auto again = helloAgent("n1", &desired);  // takes over from the first connection
+  const json& tasks = desired["body"]["tasks"];
+  ASSERT_EQ(tasks.size(), 2u) << tasks.dump();
+  for (const json& t : tasks) {
+    EXPECT_EQ(t["launch"]["rendezvous"]["rank"], t["assignment"]["task"]) << t.dump();
+    EXPECT_EQ(t["launch"]["rendezvous"]["master_addr"], "n1.test") << t.dump();
+  }
+}
+
+// Ranks follow the tasks; node ranks the order in which the job's servers first appear; local
+// ranks count the task's earlier siblings on its own server. One task: no rendezvous.
+TEST(RendezvousTest, RanksFollowTasksAndServers) {
+  auto address = [](const std::string& node) { return node + ".example"; };
+  const std::vector<std::string> nodes{"b", "a", "b", "a", "c"};
+  const uint32_t expect_local[] = {0, 0, 1, 1, 0};
+  const uint32_t expect_node[] = {0, 1, 0, 1, 2};
+  for (uint32_t task = 0; task < nodes.size(); ++task) {
+    auto r = rendezvousFor(4100, task, nodes, address);
+    ASSERT_TRUE(r.has_value()) << task;
+    EXPECT_EQ(r->master_addr, "b.example");
+    EXPECT_EQ(r->master_port, kRendezvousBasePort + 4);  // 4100 % 4096
+    EXPECT_EQ(r->world_size, 5u);
+    EXPECT_EQ(r->rank, task);
+    EXPECT_EQ(r->local_rank, expect_local[task]) << task;
+    EXPECT_EQ(r->node_rank, expect_node[task]) << task;
+  }
+  EXPECT_EQ(rendezvousFor(7, 5, nodes, address), std::nullopt);  // no such task
+  EXPECT_EQ(rendezvousFor(7, 0, {"a"}, address), std::nullopt);  // one task
+  EXPECT_EQ(rendezvousFor(7, 1, nodes)->master_addr, "b");       // no address book: the name
+
+  TaskAssignment one;
+  one.job_id = 7;
+  one.spec = testing::makeSpec(1000);
+  one.task_nodes = {"a"};
+  EXPECT_FALSE(taskEntryJson(one)["launch"].contains("rendezvous"));
 }
 
 // The task entry carries the time limit and, when the job's QoS has one, its grace_time as

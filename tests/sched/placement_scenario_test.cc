@@ -5,7 +5,7 @@
 //        [datasets=a,b] [nvlink=0-1-2,4-5] [pcie=0-1,2-3] [unschedulable]
 //   use NODE gpu=I compute=THOUSANDTHS mem=SIZE      (pre-allocate part of a GPU)
 //   policy NAME
-//   job [tasks=N] [scope=single|multi] gpus=COUNT [gpumem=SIZE] [compute=THOUSANDTHS]
+//   job [tasks=N] [scope=single|multi] [nodes=N] gpus=COUNT [gpumem=SIZE] [compute=THOUSANDTHS]
 //       [cpu=CORES] [ram=SIZE] [models=a,b] [mincc=NN] [mingpumem=SIZE] [labels=k:v]
 //       [datasets=a,b]
 //   expect placed NODE[,NODE per task] [gpus=I,J] [compute=C] [mem=SIZE]
@@ -151,6 +151,7 @@ class Scenario {
     r.job = "line" + std::to_string(line_);
     r.tasks = kv.count("tasks") ? static_cast<uint32_t>(std::stoul(kv["tasks"])) : 1;
     r.scope = kv["scope"] == "single" ? GangScope::kSingleServer : GangScope::kMultiServer;
+    if (kv.count("nodes")) r.nodes = static_cast<uint32_t>(std::stoul(kv["nodes"]));
     auto g = parseGpuCount(kv.count("gpus") ? kv["gpus"] : "0");
     if (kv["gpus"] == "0" || !kv.count("gpus")) {
       r.task.gpus = 0;
