@@ -70,6 +70,18 @@ endfunction()
 function(gpool_add_test name)
   cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
+  # A build that will not run these tests (GPOOL_SKIP_TEST_LABELS, e.g. the sanitized CI build,
+  # which runs `ctest -LE "no_sanitizer|slow"`) keeps the target, so that dependencies on it
+  # still resolve, but neither builds nor registers it.
+  foreach(label IN LISTS ARG_LABELS)
+    if(label IN_LIST GPOOL_SKIP_TEST_LABELS)
+      set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL ON)
+      return()
+    endif()
+  endforeach()
+  if(GPOOL_UNITY_TESTS)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 0)
+  endif()
   target_compile_options(${name} PRIVATE ${GPOOL_WARNING_FLAGS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
@@ -91,6 +103,17 @@ function(gpool_add_test name)
     add_dependencies(gpool_tsan_tests ${name})
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
+endfunction()
+
+# gpool_add_test_library(NAME SOURCES ... DEPS ...)
+# Helpers shared by several test binaries (fixtures, utilities), compiled once instead of once
+# per binary. Include roots src/ and tests/, like the tests.
+function(gpool_add_test_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${GPOOL_WARNING_FLAGS})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
 # gpool_add_bench(NAME SOURCES ... [DEPS ...])

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -44,9 +45,12 @@ using boost::system::error_code;
 using Executor = asio::any_io_executor;
 using Tcp = asio::ip::tcp;
 using Local = asio::local::stream_protocol;
-using TcpStream = beast::tcp_stream;
-using UnixStream = beast::basic_stream<Local, Executor, beast::unlimited_rate_policy>;
-using TlsStream = beast::ssl_stream<TcpStream>;
+// Unix and plain-TCP connections share one stream type, so that every HTTP and WebSocket
+// session is compiled for two stream types (plain and TLS), not three: Beast's sessions are most
+// of this file's compile time. Whether a plain connection's peers need a token is a flag.
+using Generic = asio::generic::stream_protocol;
+using PlainStream = beast::basic_stream<Generic, Executor, beast::unlimited_rate_policy>;
+using TlsStream = beast::ssl_stream<PlainStream>;
 
 constexpr auto kAwait = asio::use_awaitable;
 
@@ -58,18 +62,6 @@ auto awaitEc(error_code& ec) {
 bool isParseError(const error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_version).category() &&
          ec != http::error::end_of_stream && ec != http::error::partial_message;
-}
-
-// Whether a stream's peers prove who they are with a bearer token (TLS and plain-HTTP TCP) or
-// are identified by the kernel (Unix socket).
-bool needsToken(const TlsStream*) {
-  return true;
-}
-bool needsToken(const TcpStream*) {
-  return true;
-}
-bool needsToken(const UnixStream*) {
-  return false;
 }
 
 }  // namespace
@@ -109,9 +101,11 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   Status start();
   void stop();
 
+  // `token_auth`: the peers prove who they are with a bearer token (TLS and plain-HTTP TCP),
+  // not by the kernel's peer credentials (Unix socket, given as `peer`).
   template <class Stream>
   asio::awaitable<void> runHttpSession(std::shared_ptr<SessionControl> ctl, Stream stream,
-                                       PeerIdentity peer);
+                                       PeerIdentity peer, bool token_auth);
   template <class Stream>
   asio::awaitable<void> runWebSocket(std::shared_ptr<SessionControl> ctl, Stream stream,
                                      http::request<http::string_body> upgrade, Request req,
@@ -327,9 +321,10 @@ Response Server::Impl::dispatch(Request& req, const Router::Match& match, bool t
 
 template <class Stream>
 asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionControl> ctl,
-                                                   Stream stream, PeerIdentity peer) {
+                                                   Stream stream, PeerIdentity peer,
+                                                   bool token_auth) {
   SessionGuard guard{this, ctl};
-  const bool tls = needsToken(static_cast<Stream*>(nullptr));
+  const bool tls = token_auth;
   ctl->on_stop = [&stream, ctl_raw = ctl.get()](bool force) {
     if (ctl_raw->idle || force) beast::get_lowest_layer(stream).cancel();
   };
@@ -686,14 +681,16 @@ asio::awaitable<void> Server::Impl::acceptUnix() {
     peer.pid = cred.pid;
     peer.user = userNameForUid(cred.uid);
     auto ctl = registerSession(strand);
-    asio::co_spawn(strand, runHttpSession(ctl, UnixStream(std::move(socket)), std::move(peer)),
+    asio::co_spawn(strand,
+                   runHttpSession(ctl, PlainStream(Generic::socket(std::move(socket))),
+                                  std::move(peer), /*token_auth=*/false),
                    asio::detached);
   }
 }
 
 asio::awaitable<void> Server::Impl::runTlsConnection(Tcp::socket socket) {
   auto ctl = registerSession(socket.get_executor());
-  TlsStream stream(TcpStream(std::move(socket)), *ssl_ctx_);
+  TlsStream stream(PlainStream(Generic::socket(std::move(socket))), *ssl_ctx_);
   {
     SessionGuard guard{this, ctl};
     ctl->on_stop = [&stream](bool force) {
@@ -713,7 +710,7 @@ asio::awaitable<void> Server::Impl::runTlsConnection(Tcp::socket socket) {
   auto ctl2 = registerSession(ctl->executor);
   // A named argument, not a temporary: GCC 12 destroys temporaries in a co_await operand twice.
   PeerIdentity anonymous;
-  co_await runHttpSession(ctl2, std::move(stream), std::move(anonymous));
+  co_await runHttpSession(ctl2, std::move(stream), std::move(anonymous), /*token_auth=*/true);
 }
 
 asio::awaitable<void> Server::Impl::acceptTcp(Tcp::acceptor& acceptor, std::string what,
@@ -775,7 +772,9 @@ Status Server::Impl::start() {
                     Executor strand = socket.get_executor();
                     auto ctl = registerSession(strand);
                     asio::co_spawn(
-                        strand, runHttpSession(ctl, TcpStream(std::move(socket)), PeerIdentity{}),
+                        strand,
+                        runHttpSession(ctl, PlainStream(Generic::socket(std::move(socket))),
+                                       PeerIdentity{}, /*token_auth=*/true),
                         asio::detached);
                   }),
         asio::detached);

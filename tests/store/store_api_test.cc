@@ -11,10 +11,6 @@
 namespace gpool::store::testing {
 namespace {
 
-TimePoint at(int64_t seconds) {
-  return fromUnixSeconds(1'700'000'000 + seconds);
-}
-
 api::JobSpec sampleSpec() {
   api::JobSpec spec;
   spec.name = "train";

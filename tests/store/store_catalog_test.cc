@@ -5,10 +5,6 @@
 namespace gpool::store::testing {
 namespace {
 
-TimePoint at(int64_t seconds) {
-  return fromUnixSeconds(1'700'000'000 + seconds);
-}
-
 using CatalogTest = StoreTest;
 
 TEST_P(CatalogTest, NodesAndGpus) {

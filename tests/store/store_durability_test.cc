@@ -15,11 +15,7 @@
 namespace gpool::store::testing {
 namespace {
 
-TimePoint at(int64_t seconds) {
-  return fromUnixSeconds(1'700'000'000 + seconds);
-}
-
-NewJob job(const std::string& user) {
+NewJob minimalJob(const std::string& user) {
   NewJob j;
   j.user = user;
   j.group = "g";
@@ -40,7 +36,7 @@ TEST_P(DurabilityTest, MigratesFromEmptyAndReopensWithoutLosingData) {
   auto version = store().schemaVersion();
   ASSERT_TRUE(version.ok()) << version.status().toString();
   EXPECT_EQ(*version, kSchemaVersion);
-  auto ids = store().submitJobs({job("a"), job("b")}, at(0));
+  auto ids = store().submitJobs({minimalJob("a"), minimalJob("b")}, at(0));
   ASSERT_TRUE(ids.ok());
   ASSERT_TRUE(store().upsertNode({"n1", "IDLE", "{}", at(1)}).isOk());
   reopen();
@@ -52,14 +48,14 @@ TEST_P(DurabilityTest, MigratesFromEmptyAndReopensWithoutLosingData) {
   ASSERT_TRUE(node.ok());
   EXPECT_EQ(node->last_heartbeat, at(1));
   // Ids continue after a restart; none is reused.
-  auto more = store().submitJobs({job("c")}, at(2));
+  auto more = store().submitJobs({minimalJob("c")}, at(2));
   ASSERT_TRUE(more.ok());
   EXPECT_GT(more->at(0), ids->at(1));
 }
 
 // A database left at version 1 by an older binary is upgraded on open, keeping its rows.
 TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
-  auto ids = store().submitJobs({job("old")}, at(0));
+  auto ids = store().submitJobs({minimalJob("old")}, at(0));
   ASSERT_TRUE(ids.ok());
   // Turn the database back into what version 1 wrote.
   ASSERT_TRUE(store()
@@ -79,7 +75,7 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
   ASSERT_TRUE(got.ok()) << got.status().toString();
   EXPECT_EQ(got->user, "old");
   EXPECT_EQ(got->uid, 0u);
-  NewJob j = job("new");
+  NewJob j = minimalJob("new");
   j.uid = 4242;
   auto more = store().submitJobs({j}, at(1));
   ASSERT_TRUE(more.ok());
@@ -113,12 +109,13 @@ TEST_P(DurabilityTest, EachMigrationHasAVersionAndSql) {
 TEST_P(DurabilityTest, InjectedFailureMidTransactionLeavesNothingHalfWritten) {
   // A batch of 5 jobs is 10 statements (job + event each); fail the 7th.
   store().failStatementForTest(7);
-  auto ids = store().submitJobs({job("a"), job("a"), job("a"), job("a"), job("a")}, at(0));
+  auto ids = store().submitJobs(
+      {minimalJob("a"), minimalJob("a"), minimalJob("a"), minimalJob("a"), minimalJob("a")}, at(0));
   ASSERT_FALSE(ids.ok());
   EXPECT_EQ(ids.status().code(), StatusCode::kIoError);
   EXPECT_EQ(countJobs(store()), 0u);
 
-  auto one = store().submitJobs({job("b")}, at(1));
+  auto one = store().submitJobs({minimalJob("b")}, at(1));
   ASSERT_TRUE(one.ok());
   int64_t id = one->at(0);
   ASSERT_TRUE(store().recordPlacement(id, "{}", at(2), "placed").ok());
@@ -155,7 +152,7 @@ TEST_P(DurabilityTest, ConcurrentWritersLoseNothing) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        auto r = store().submitJobs({job("user" + std::to_string(t))}, at(i));
+        auto r = store().submitJobs({minimalJob("user" + std::to_string(t))}, at(i));
         if (r.ok()) ids[t].push_back(r->at(0));
       }
     });
@@ -192,7 +189,7 @@ TEST_P(DurabilityTest, ConcurrentWritersFailIndependently) {
         } else if (r.status().code() == StatusCode::kAlreadyExists) {
           ++duplicates;
         }
-        ASSERT_TRUE(store().submitJobs({job(token.user)}, at(round)).ok());
+        ASSERT_TRUE(store().submitJobs({minimalJob(token.user)}, at(round)).ok());
       }
     });
   }
@@ -209,7 +206,7 @@ TEST_P(DurabilityTest, ConcurrentWritersFailIndependently) {
 
 TEST_P(DurabilityTest, ConcurrentPlacementsOfOneJobExactlyOneWins) {
   for (int round = 0; round < 5; ++round) {
-    auto ids = store().submitJobs({job("z")}, at(round));
+    auto ids = store().submitJobs({minimalJob("z")}, at(round));
     ASSERT_TRUE(ids.ok());
     int64_t id = ids->at(0);
     std::atomic<int> wins{0};
@@ -260,7 +257,7 @@ TEST(SqliteCrashTest, AcknowledgedSubmissionsSurviveSigkill) {
     auto store = SqliteStore::open(path);
     if (!store.ok()) _exit(2);
     for (int i = 0;; ++i) {
-      auto ids = (*store)->submitJobs({job("crash")}, at(i));
+      auto ids = (*store)->submitJobs({minimalJob("crash")}, at(i));
       if (!ids.ok()) _exit(3);
       int64_t id = ids->at(0);
       if (write(fds[1], &id, sizeof(id)) != sizeof(id)) _exit(4);

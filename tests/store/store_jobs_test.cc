@@ -12,10 +12,6 @@
 namespace gpool::store::testing {
 namespace {
 
-TimePoint at(int64_t seconds) {
-  return fromUnixSeconds(1'700'000'000 + seconds);
-}
-
 NewJob job(const std::string& user, const std::string& group = "ml", uint32_t gpus = 1000) {
   NewJob j;
   j.user = user;

@@ -20,6 +20,11 @@ std::string backendName(const ::testing::TestParamInfo<Backend>& info);
 // server cannot start.
 PgServer* sharedPgServer();
 
+// A fixed instant `seconds` after 2023-11-14 22:13:20 UTC, the store tests' epoch.
+inline TimePoint at(int64_t seconds) {
+  return fromUnixSeconds(1'700'000'000 + seconds);
+}
+
 // Base of every store test: one fresh database per test, on the backend of the parameter.
 // SQLite: a file in a fresh temp dir. PostgreSQL: the shared server's `postgres` database with
 // an emptied `public` schema.
