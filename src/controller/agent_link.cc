@@ -759,6 +759,11 @@ Status AgentLink::onHello(const SessionPtr& session, const json& body, int64_t) 
 Result<json> AgentLink::desiredTasks(const std::string& node, int64_t node_epoch) {
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
                          store_.jobsInStates({"RUNNING", "COMPLETING"}));
+  // The grace at the time limit, as the assign carried it (the QoS level's grace_time).
+  std::map<std::string, int64_t> graces;
+  if (loop_ != nullptr && !running.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(graces, loop_->timeLimitGraces());
+  }
   json out = json::array();
   for (const store::JobRecord& record : running) {
     Result<api::Job> job = store::apiJobFrom(record);
@@ -781,6 +786,7 @@ Result<json> AgentLink::desiredTasks(const std::string& node, int64_t node_epoch
       t.spec = job->spec;
       t.allocation = a;
       t.task_nodes = task_nodes;
+      if (auto g = graces.find(job->spec.qos); g != graces.end()) t.grace_s = g->second;
       out.push_back(taskEntryJson(t, [this](const std::string& n) { return addressOf(n); }));
     }
   }
@@ -881,11 +887,18 @@ Status AgentLink::onTelemetry(const SessionPtr& session, const json& body) {
     tenants = std::map<std::string, std::vector<GpuTenant>>{};
   }
   telemetry_->ingest(session->node, now, sample.gpus, *tenants);
-  std::vector<store::TelemetrySample> minutes = telemetry_->takeFinishedMinutes(now);
-  if (!minutes.empty()) {
-    Status s = store_.recordTelemetry(minutes);
+  FinishedMinutes minutes = telemetry_->takeFinishedMinutes(now);
+  if (!minutes.gpus.empty()) {
+    Status s = store_.recordTelemetry(minutes.gpus);
     if (!s.isOk())
-      spdlog::warn("cannot store {} telemetry minutes: {}", minutes.size(), s.toString());
+      spdlog::warn("cannot store {} GPU telemetry minutes: {}", minutes.gpus.size(), s.toString());
+  }
+  if (!minutes.tasks.empty()) {
+    Status s = store_.recordTaskTelemetry(minutes.tasks);
+    if (!s.isOk()) {
+      spdlog::warn("cannot store {} task telemetry minutes: {}", minutes.tasks.size(),
+                   s.toString());
+    }
   }
   bool prune = false;
   {

@@ -129,11 +129,11 @@ bool endedBadly(const std::string& state) {
 
 }  // namespace
 
-Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerConfig& base,
-                                    TimePoint now) {
-  StorePolicy policy;
-  sched::SchedulerConfig& cfg = policy.config;
-  cfg = base;
+namespace {
+
+// The configured QoS levels with the store's over them (a stored level of a configured name
+// replaces it but keeps whom it may preempt).
+Status mergeStoredQos(store::Store& store, sched::SchedulerConfig& cfg) {
   GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> levels, store::loadApiQos(store));
   for (const api::Qos& q : levels) {
     sched::QosLevel level;
@@ -151,6 +151,33 @@ Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerC
       cfg.qos_levels.push_back(level);
     }
   }
+  return Status::ok();
+}
+
+std::string defaultQos(const sched::SchedulerConfig& configured) {
+  return configured.qos_levels.empty() ? std::string("normal") : configured.qos_levels.front().name;
+}
+
+// Every level's grace by name, and the default level's also under "".
+std::map<std::string, int64_t> qosGraces(const sched::SchedulerConfig& cfg,
+                                         const std::string& default_qos) {
+  std::map<std::string, int64_t> graces;
+  for (const sched::QosLevel& level : cfg.qos_levels) {
+    if (!level.grace_s) continue;
+    graces[level.name] = *level.grace_s;
+    if (level.name == default_qos) graces[""] = *level.grace_s;
+  }
+  return graces;
+}
+
+}  // namespace
+
+Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerConfig& base,
+                                    TimePoint now) {
+  StorePolicy policy;
+  sched::SchedulerConfig& cfg = policy.config;
+  cfg = base;
+  GPOOL_RETURN_IF_ERROR(mergeStoredQos(store, cfg));
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::QuotaRecord> quotas, store.listQuotas());
   // GPU-hours used, by (is_group, period) then name: one usage query per pair, as sites tend to
   // give every quota the same period.
@@ -316,9 +343,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
   std::unordered_map<int64_t, const store::JobRecord*> by_id;
   std::vector<sched::Job> jobs;
   jobs.reserve(records.size());
-  const std::string default_qos = options_.scheduler.qos_levels.empty()
-                                      ? std::string("normal")
-                                      : options_.scheduler.qos_levels.front().name;
+  const std::string default_qos = defaultQos(options_.scheduler);
   GPOOL_ASSIGN_OR_RETURN(StorePolicy policy, readStorePolicy(store_, options_.scheduler, now));
   for (const store::JobRecord& record : records) {
     // A held job is invisible to the pass: not placed, its JobHeld* reason kept.
@@ -404,12 +429,9 @@ Result<PassReport> SchedulingLoop::runOnce() {
   sched::Decisions decisions = pass.run(cluster, jobs, ledger_, policy.config, now, random_);
 
   // A store QoS level's grace_time is also its jobs' grace at their time limit.
-  std::map<std::string, int64_t> qos_grace;
-  for (const sched::QosLevel& level : policy.config.qos_levels) {
-    if (level.grace_s) qos_grace[level.name] = *level.grace_s;
-  }
+  const std::map<std::string, int64_t> qos_grace = qosGraces(policy.config, default_qos);
   auto graceOf = [&](const std::string& qos) -> std::optional<int64_t> {
-    auto g = qos_grace.find(qos.empty() ? default_qos : qos);
+    auto g = qos_grace.find(qos);
     return g == qos_grace.end() ? std::nullopt : std::optional<int64_t>(g->second);
   };
   for (const sched::StartDecision& start : decisions.starts) {
@@ -571,6 +593,13 @@ void SchedulingLoop::runUntilStopped(std::stop_token stop) {
     // then decides whether its gap has passed).
     wake_cv_.wait_for(wake, stop, wait, [&] { return !event_pending && dirty_; });
   }
+}
+
+Result<std::map<std::string, int64_t>> SchedulingLoop::timeLimitGraces() {
+  // Only immutable options and the (thread-safe) store: no need for the pass mutex.
+  sched::SchedulerConfig cfg = options_.scheduler;
+  GPOOL_RETURN_IF_ERROR(mergeStoredQos(store_, cfg));
+  return qosGraces(cfg, defaultQos(options_.scheduler));
 }
 
 double SchedulingLoop::userUsage(const std::string& user) const {

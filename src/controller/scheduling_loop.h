@@ -126,6 +126,12 @@ class SchedulingLoop final : public JobListener {
   // Passes run by tick() so far.
   uint64_t passesRun() const;
 
+  // The grace (seconds from SIGTERM to SIGKILL at the time limit) of every QoS level that has
+  // one, by name, the default level also under "": the store's levels over the configured ones,
+  // as a pass sees them. For the full desired state an agent gets when it (re)connects. Errors:
+  // the store's.
+  Result<std::map<std::string, int64_t>> timeLimitGraces();
+
   // Decayed usage (billed GPU-seconds) the fair-share factor reads.
   double userUsage(const std::string& user) const;
   double groupUsage(const std::string& group) const;

@@ -89,6 +89,23 @@ void TelemetryHistory::queueFinished(const std::string& uuid, const Accumulator&
   finished_.push_back(std::move(row));
 }
 
+void TelemetryHistory::queueFinishedTask(const std::pair<int64_t, uint32_t>& key,
+                                         const std::string& node, const Accumulator& done) {
+  TelemetryPoint avg = averageOf(done);
+  store::TaskTelemetrySample row;
+  row.job_id = key.first;
+  row.task = key.second;
+  row.node = node;
+  row.time = fromUnixSeconds(avg.at_s);
+  row.util_percent = avg.utilization_pct;
+  row.memory_used_mib = avg.memory_used_mib;
+  row.temperature_c = avg.temperature_c;
+  row.power_w = avg.power_w;
+  size_t limit = std::max<size_t>(options_.max_tasks * 60, 1);
+  if (finished_tasks_.size() >= limit) finished_tasks_.pop_front();
+  finished_tasks_.push_back(std::move(row));
+}
+
 template <typename Map>
 void TelemetryHistory::evictOldest(Map& map, size_t limit) {
   while (map.size() > limit) {
@@ -176,7 +193,8 @@ void TelemetryHistory::ingest(const std::string& node, TimePoint taken_at,
     p.temperature_c = sum.temperature;
     p.power_w = static_cast<float>(sum.power);
     p.samples = 1;
-    (void)addPoint(task.series, taken_at, p, key.first);
+    if (std::optional<Accumulator> done = addPoint(task.series, taken_at, p, key.first))
+      queueFinishedTask(key, task.node, *done);
   }
   evictOldest(gpus_, options_.max_gpus);
   evictOldest(tasks_, options_.max_tasks);
@@ -243,18 +261,24 @@ std::vector<TaskHistory> TelemetryHistory::jobHistory(int64_t job_id, HistoryRes
   return out;
 }
 
-std::vector<store::TelemetrySample> TelemetryHistory::takeFinishedMinutes(TimePoint now) {
+FinishedMinutes TelemetryHistory::takeFinishedMinutes(TimePoint now) {
   std::lock_guard lock(mu_);
   int64_t minute = minuteOf(now);
   for (auto& [uuid, state] : gpus_) {
     if (std::optional<Accumulator> done = closeMinute(state.series, minute))
       queueFinished(uuid, *done);
   }
-  for (auto& [key, task] : tasks_)
-    (void)closeMinute(task.series, minute);
-  std::vector<store::TelemetrySample> out(std::make_move_iterator(finished_.begin()),
-                                          std::make_move_iterator(finished_.end()));
+  for (auto& [key, task] : tasks_) {
+    if (std::optional<Accumulator> done = closeMinute(task.series, minute))
+      queueFinishedTask(key, task.node, *done);
+  }
+  FinishedMinutes out;
+  out.gpus.assign(std::make_move_iterator(finished_.begin()),
+                  std::make_move_iterator(finished_.end()));
+  out.tasks.assign(std::make_move_iterator(finished_tasks_.begin()),
+                   std::make_move_iterator(finished_tasks_.end()));
   finished_.clear();
+  finished_tasks_.clear();
   return out;
 }
 

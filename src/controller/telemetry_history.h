@@ -14,9 +14,10 @@
 
 // The controller's GPU telemetry: the latest sample of every GPU (as the agents' `telemetry`
 // frames report it, docs/agent-protocol.md) and a bounded, downsampled history per GPU and per
-// running task, in memory. Finished one-minute averages per GPU are handed out for the store
-// (takeFinishedMinutes -> store::recordTelemetry), whose pruneTelemetry bounds them on disk; so
-// the minute history survives a restart while the one-second history does not.
+// running task, in memory. Finished one-minute averages per GPU and per task are handed out for
+// the store (takeFinishedMinutes -> store::recordTelemetry, recordTaskTelemetry), whose
+// pruneTelemetry downsamples and bounds them on disk; so the minute history survives a restart
+// (and a task series evicted from memory) while the one-second history does not.
 //
 // Per series (one GPU, or one task of a job) two rings of fixed capacity:
 //   fine:   one point per second (several samples within one second: the latest), the last
@@ -117,6 +118,12 @@ struct TaskHistory {
   std::vector<TelemetryPoint> points;
 };
 
+// Minutes closed and not handed out before, as store rows.
+struct FinishedMinutes {
+  std::vector<store::TelemetrySample> gpus;
+  std::vector<store::TaskTelemetrySample> tasks;
+};
+
 // A ring of at most `capacity` values, oldest first; storage grows up to the capacity.
 template <typename T>
 class BoundedRing {
@@ -172,11 +179,12 @@ class TelemetryHistory {
   std::vector<TaskHistory> jobHistory(int64_t job_id, HistoryResolution resolution,
                                       TimePoint since) const;
 
-  // Closes every GPU minute that ended before `now` and returns the one-minute averages not
-  // handed out before, as store rows (job_id set when one job alone held the GPU during every
-  // sample of the minute). Each minute is returned once. Call it at least every few minutes:
-  // beyond max_gpus x 60 queued minutes the oldest are dropped.
-  std::vector<store::TelemetrySample> takeFinishedMinutes(TimePoint now);
+  // Closes every GPU and task minute that ended before `now` and returns the one-minute
+  // averages not handed out before, as store rows (a GPU's row names its job when one job alone
+  // held the GPU during every sample of the minute). Each minute is returned once. Call it at
+  // least every few minutes: beyond max_gpus x 60 queued GPU minutes (max_tasks x 60 task
+  // minutes) the oldest are dropped.
+  FinishedMinutes takeFinishedMinutes(TimePoint now);
 
   // Series held now (for tests and the bound).
   size_t gpuSeries() const;
@@ -216,8 +224,10 @@ class TelemetryHistory {
                                       std::optional<int64_t> job);
   // Closes the minute of `s` when it ended before `before_minute`.
   std::optional<Accumulator> closeMinute(Series& s, int64_t before_minute);
-  // Queues a closed GPU minute for takeFinishedMinutes (bounded: the oldest go first).
+  // Queue a closed GPU or task minute for takeFinishedMinutes (bounded: the oldest go first).
   void queueFinished(const std::string& uuid, const Accumulator& done);
+  void queueFinishedTask(const std::pair<int64_t, uint32_t>& key, const std::string& node,
+                         const Accumulator& done);
   static TelemetryPoint averageOf(const Accumulator& acc);
   std::vector<TelemetryPoint> pointsOf(const Series& s, HistoryResolution resolution,
                                        TimePoint since) const;
@@ -231,6 +241,7 @@ class TelemetryHistory {
   std::map<std::pair<int64_t, uint32_t>, TaskState> tasks_;
   // Minutes not yet taken; at most max_gpus x 60 (an hour of a full pool) are kept.
   std::deque<store::TelemetrySample> finished_;
+  std::deque<store::TaskTelemetrySample> finished_tasks_;
 };
 
 }  // namespace gpool::controller

@@ -84,6 +84,14 @@ json storedJson(const store::TelemetrySample& s) {
   return j;
 }
 
+json storedTaskJson(const store::TaskTelemetrySample& s) {
+  return json{{"time_us", toUnixMicros(s.time)},
+              {"utilization_pct", s.util_percent},
+              {"memory_used_mib", s.memory_used_mib},
+              {"temperature_c", s.temperature_c},
+              {"power_w", s.power_w}};
+}
+
 store::TelemetryResolution storedResolution(Resolution r) {
   return r == Resolution::k1m   ? store::TelemetryResolution::kRaw
          : r == Resolution::k5m ? store::TelemetryResolution::kFiveMinutes
@@ -150,22 +158,54 @@ Status addTelemetryRoutes(net::Router& router, const Context& ctx) {
                (void)job;
                TimePoint now = ctx.clock->now();
                GPOOL_ASSIGN_OR_RETURN(Query q, parseQuery(req, now));
-               json tasks = json::array();
+               // Per task: what the store kept (minutes before those held in memory, which a
+               // restart or an eviction emptied; all of 5m and 1h), then memory's points.
+               struct TaskPoints {
+                 std::string node;
+                 std::vector<std::string> gpus;
+                 std::vector<store::TaskTelemetrySample> stored;
+                 std::vector<TelemetryPoint> memory;
+               };
+               std::map<uint32_t, TaskPoints> by_task;
                if (ctx.telemetry &&
                    (q.resolution == Resolution::k1s || q.resolution == Resolution::k1m)) {
-                 for (const TaskHistory& t : ctx.telemetry->jobHistory(
-                          id,
-                          q.resolution == Resolution::k1s ? HistoryResolution::kSecond
-                                                          : HistoryResolution::kMinute,
-                          q.since)) {
-                   json points = json::array();
-                   for (const TelemetryPoint& p : t.points)
-                     points.push_back(pointJson(p));
-                   tasks.push_back(json{{"task", t.task},
-                                        {"node", t.node},
-                                        {"gpus", t.gpus},
-                                        {"points", std::move(points)}});
+                 for (TaskHistory& t : ctx.telemetry->jobHistory(id,
+                                                                 q.resolution == Resolution::k1s
+                                                                     ? HistoryResolution::kSecond
+                                                                     : HistoryResolution::kMinute,
+                                                                 q.since)) {
+                   TaskPoints& entry = by_task[t.task];
+                   entry.node = t.node;
+                   entry.gpus = std::move(t.gpus);
+                   entry.memory = std::move(t.points);
                  }
+               }
+               if (q.resolution != Resolution::k1s) {
+                 GPOOL_ASSIGN_OR_RETURN(
+                     std::vector<store::TaskTelemetrySample> stored,
+                     ctx.store->taskTelemetry(id, storedResolution(q.resolution), q.since,
+                                              now + std::chrono::minutes(1)));
+                 for (store::TaskTelemetrySample& sample : stored) {
+                   TaskPoints& entry = by_task[sample.task];
+                   if (!entry.memory.empty() &&
+                       sample.time >= fromUnixSeconds(entry.memory.front().at_s)) {
+                     continue;
+                   }
+                   if (entry.node.empty()) entry.node = sample.node;
+                   entry.stored.push_back(std::move(sample));
+                 }
+               }
+               json tasks = json::array();
+               for (auto& [task, entry] : by_task) {
+                 json points = json::array();
+                 for (const store::TaskTelemetrySample& sample : entry.stored)
+                   points.push_back(storedTaskJson(sample));
+                 for (const TelemetryPoint& p : entry.memory)
+                   points.push_back(pointJson(p));
+                 tasks.push_back(json{{"task", task},
+                                      {"node", entry.node},
+                                      {"gpus", entry.gpus},
+                                      {"points", std::move(points)}});
                }
                // What the store kept: minutes of GPUs the job held alone (survives restarts).
                json gpus = json::array();

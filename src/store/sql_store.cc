@@ -272,6 +272,26 @@ std::vector<Migration> migrationsFor(Dialect dialect) {
                 "ALTER TABLE api_tokens ADD COLUMN uses BIGINT NOT NULL DEFAULT 0;\n"
                 "ALTER TABLE api_tokens ADD COLUMN last_used BIGINT;\n"
                 "CREATE INDEX api_tokens_node ON api_tokens (node_name);\n"},
+      // Per-task telemetry (the history of jobs on shared GPUs too), downsampled and bounded
+      // like the per-GPU table.
+      Migration{5, "task_telemetry",
+                expand(R"sql(
+CREATE TABLE task_telemetry (
+  job_id BIGINT NOT NULL,
+  task BIGINT NOT NULL,
+  resolution BIGINT NOT NULL,
+  time BIGINT NOT NULL,
+  node TEXT NOT NULL,
+  util {REAL} NOT NULL,
+  memory_used {REAL} NOT NULL,
+  temperature {REAL} NOT NULL,
+  power {REAL} NOT NULL,
+  samples BIGINT NOT NULL,
+  PRIMARY KEY (job_id, task, resolution, time)
+);
+CREATE INDEX task_telemetry_age ON task_telemetry (resolution, time);
+)sql",
+                       dialect)},
   };
 }
 
@@ -1571,31 +1591,63 @@ constexpr const char* kTelemetryUpsert =
     "resolution, time) DO UPDATE SET job_id = excluded.job_id, util = excluded.util, memory_used "
     "= excluded.memory_used, temperature = excluded.temperature, power = excluded.power";
 
-// Folds rows of resolution `from_res` older than `cutoff` into buckets of `bucket_us` at
-// `to_res`, merging with buckets already there (weighted by sample count), then deletes them.
-Status foldTelemetry(Txn& tx, int64_t from_res, int64_t to_res, int64_t bucket_us, int64_t cutoff) {
-  GPOOL_RETURN_IF_ERROR(tx.exec(
-      "INSERT INTO telemetry (gpu_uuid, resolution, time, job_id, util, memory_used, "
-      "temperature, power, samples) "
-      "SELECT gpu_uuid, CAST($1 AS BIGINT), (time / CAST($2 AS BIGINT)) * CAST($2 AS BIGINT), "
-      "CASE WHEN COUNT(job_id) = COUNT(*) AND MIN(job_id) = MAX(job_id) THEN MIN(job_id) END, "
-      "SUM(util * samples) / SUM(samples), SUM(memory_used * samples) / SUM(samples), "
-      "SUM(temperature * samples) / SUM(samples), SUM(power * samples) / SUM(samples), "
-      "SUM(samples) FROM telemetry WHERE resolution = $3 AND time < $4 "
-      "GROUP BY 1, 3 "
-      "ON CONFLICT (gpu_uuid, resolution, time) DO UPDATE SET "
-      "job_id = CASE WHEN telemetry.job_id = excluded.job_id THEN telemetry.job_id END, "
-      "util = (telemetry.util * telemetry.samples + excluded.util * excluded.samples) / "
-      "(telemetry.samples + excluded.samples), "
-      "memory_used = (telemetry.memory_used * telemetry.samples + excluded.memory_used * "
-      "excluded.samples) / (telemetry.samples + excluded.samples), "
-      "temperature = (telemetry.temperature * telemetry.samples + excluded.temperature * "
-      "excluded.samples) / (telemetry.samples + excluded.samples), "
-      "power = (telemetry.power * telemetry.samples + excluded.power * excluded.samples) / "
-      "(telemetry.samples + excluded.samples), "
-      "samples = telemetry.samples + excluded.samples",
-      {to_res, bucket_us, from_res, cutoff}));
-  return tx.exec("DELETE FROM telemetry WHERE resolution = $1 AND time < $2", {from_res, cutoff});
+// The two telemetry tables, per GPU and per task: their series' key columns, and one more column
+// carried through downsampling with its aggregate over a bucket and its merge into a bucket that
+// already has rows (`T` stands for the table).
+struct TelemetryTable {
+  const char* name;
+  std::vector<const char*> keys;
+  const char* carried;
+  const char* carried_aggregate;
+  const char* carried_merge;
+};
+
+const TelemetryTable kGpuTelemetry{
+    "telemetry",
+    {"gpu_uuid"},
+    "job_id",
+    // The job only when one job held the GPU in every sample of the bucket.
+    "CASE WHEN COUNT(job_id) = COUNT(*) AND MIN(job_id) = MAX(job_id) THEN MIN(job_id) END",
+    "CASE WHEN T.job_id = excluded.job_id THEN T.job_id END"};
+const TelemetryTable kTaskTelemetry{
+    "task_telemetry", {"job_id", "task"}, "node", "MAX(node)", "excluded.node"};
+
+// Folds rows of `table` at resolution `from_res` older than `cutoff` into buckets of
+// `bucket_us` at `to_res`, merging with buckets already there (weighted by sample count), then
+// deletes them. The statement's text is the same on every call, so the connection's statement
+// cache serves it.
+Status foldTelemetry(Txn& tx, const TelemetryTable& table, int64_t from_res, int64_t to_res,
+                     int64_t bucket_us, int64_t cutoff) {
+  const std::string t = table.name;
+  std::string keys;
+  std::string group_by;
+  for (size_t i = 0; i < table.keys.size(); ++i) {
+    keys += std::string(table.keys[i]) + ", ";
+    group_by += std::to_string(i + 1) + ", ";
+  }
+  group_by += std::to_string(table.keys.size() + 2);  // the bucket's time
+  std::string select = keys + "CAST($1 AS BIGINT), (time / CAST($2 AS BIGINT)) * CAST($2 AS " +
+                       "BIGINT), " + table.carried_aggregate;
+  std::string merge = std::string(table.carried) + " = " + table.carried_merge;
+  for (const char* column : {"util", "memory_used", "temperature", "power"}) {
+    const std::string c = column;
+    select += ", SUM(" + c + " * samples) / SUM(samples)";
+    merge += ", " + c + " = (T." + c + " * T.samples + excluded." + c +
+             " * excluded.samples) / (T.samples + excluded.samples)";
+  }
+  select += ", SUM(samples)";
+  merge += ", samples = T.samples + excluded.samples";
+  for (size_t pos = merge.find("T."); pos != std::string::npos; pos = merge.find("T.", pos)) {
+    merge.replace(pos, 1, t);
+    pos += t.size() + 1;
+  }
+  GPOOL_RETURN_IF_ERROR(
+      tx.exec("INSERT INTO " + t + " (" + keys + "resolution, time, " + table.carried +
+                  ", util, memory_used, temperature, power, samples) SELECT " + select + " FROM " +
+                  t + " WHERE resolution = $3 AND time < $4 GROUP BY " + group_by +
+                  " ON CONFLICT (" + keys + "resolution, time) DO UPDATE SET " + merge,
+              {to_res, bucket_us, from_res, cutoff}));
+  return tx.exec("DELETE FROM " + t + " WHERE resolution = $1 AND time < $2", {from_res, cutoff});
 }
 
 TelemetrySample sampleFromRow(const SqlRow& r) {
@@ -1655,13 +1707,59 @@ Result<std::vector<TelemetrySample>> SqlStore::jobTelemetry(int64_t job_id,
   return out;
 }
 
+Status SqlStore::recordTaskTelemetry(const std::vector<TaskTelemetrySample>& samples) {
+  if (samples.empty()) return Status::ok();
+  return transact(true, [&](Txn& tx) -> Status {
+    for (const auto& s : samples) {
+      GPOOL_RETURN_IF_ERROR(tx.exec(
+          "INSERT INTO task_telemetry (job_id, task, resolution, time, node, util, memory_used, "
+          "temperature, power, samples) VALUES ($1, $2, 0, $3, $4, $5, $6, $7, $8, 1) ON CONFLICT "
+          "(job_id, task, resolution, time) DO UPDATE SET node = excluded.node, util = "
+          "excluded.util, memory_used = excluded.memory_used, temperature = "
+          "excluded.temperature, power = excluded.power",
+          {s.job_id, int64_t{s.task}, micros(s.time), s.node, s.util_percent, s.memory_used_mib,
+           s.temperature_c, s.power_w}));
+    }
+    return Status::ok();
+  });
+}
+
+Result<std::vector<TaskTelemetrySample>> SqlStore::taskTelemetry(int64_t job_id,
+                                                                 TelemetryResolution resolution,
+                                                                 TimePoint from, TimePoint to) {
+  std::vector<TaskTelemetrySample> out;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("SELECT job_id, task, node, time, util, memory_used, temperature, power FROM "
+                 "task_telemetry WHERE job_id = $1 AND resolution = $2 AND time >= $3 AND time "
+                 "< $4 ORDER BY task, time",
+                 {job_id, resolutionCode(resolution), micros(from), micros(to)}));
+    out.clear();
+    for (const auto& r : rows) {
+      out.push_back(TaskTelemetrySample{r.integer(0), static_cast<uint32_t>(r.integer(1)),
+                                        r.text(2), fromUnixMicros(r.integer(3)), r.real(4),
+                                        r.real(5), r.real(6), r.real(7)});
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return out;
+}
+
 Status SqlStore::pruneTelemetry(TimePoint now, const TelemetryRetention& retention) {
   const int64_t t = micros(now);
   return transact(true, [&](Txn& tx) -> Status {
-    GPOOL_RETURN_IF_ERROR(foldTelemetry(tx, 0, 1, kFiveMinutesUs, t - retention.raw.count()));
-    GPOOL_RETURN_IF_ERROR(foldTelemetry(tx, 1, 2, kHourUs, t - retention.five_minutes.count()));
-    return tx.exec("DELETE FROM telemetry WHERE resolution = 2 AND time < $1",
-                   {t - retention.hourly.count()});
+    for (const TelemetryTable* table : {&kGpuTelemetry, &kTaskTelemetry}) {
+      GPOOL_RETURN_IF_ERROR(
+          foldTelemetry(tx, *table, 0, 1, kFiveMinutesUs, t - retention.raw.count()));
+      GPOOL_RETURN_IF_ERROR(
+          foldTelemetry(tx, *table, 1, 2, kHourUs, t - retention.five_minutes.count()));
+      GPOOL_RETURN_IF_ERROR(
+          tx.exec(std::string("DELETE FROM ") + table->name + " WHERE resolution = 2 AND time < $1",
+                  {t - retention.hourly.count()}));
+    }
+    return Status::ok();
   });
 }
 

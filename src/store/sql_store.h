@@ -157,6 +157,10 @@ class SqlStore : public Store {
                                                     TimePoint to) override;
   Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id, TelemetryResolution resolution,
                                                     TimePoint from, TimePoint to) override;
+  Status recordTaskTelemetry(const std::vector<TaskTelemetrySample>& samples) override;
+  Result<std::vector<TaskTelemetrySample>> taskTelemetry(int64_t job_id,
+                                                         TelemetryResolution resolution,
+                                                         TimePoint from, TimePoint to) override;
   Status pruneTelemetry(TimePoint now, const TelemetryRetention& retention) override;
   void failStatementForTest(int n) override { fail_countdown_.store(n); }
 

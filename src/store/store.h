@@ -241,6 +241,20 @@ struct TelemetrySample {
   double power_w = 0;
 };
 
+// One one-minute average of one task of a job (the controller's attribution of its GPUs' readings
+// to it: see controller/telemetry_history.h). Unlike TelemetrySample it is kept for tasks that
+// share a GPU too.
+struct TaskTelemetrySample {
+  int64_t job_id = 0;
+  uint32_t task = 0;
+  std::string node;
+  TimePoint time{};
+  double util_percent = 0;
+  double memory_used_mib = 0;
+  double temperature_c = 0;
+  double power_w = 0;
+};
+
 // Telemetry is kept at three resolutions (see pruneTelemetry); queries read the finest that
 // covers the period asked for.
 enum class TelemetryResolution { kRaw, kFiveMinutes, kHourly };
@@ -417,9 +431,16 @@ class Store {
   virtual Result<std::vector<TelemetrySample>> jobTelemetry(int64_t job_id,
                                                             TelemetryResolution resolution,
                                                             TimePoint from, TimePoint to) = 0;
-  // Downsamples and bounds the history: raw samples older than `retention.raw` are folded
-  // into 5-minute averages, those older than `retention.five_minutes` into hourly ones, and
-  // hourly ones older than `retention.hourly` are deleted. One transaction; idempotent.
+  virtual Status recordTaskTelemetry(const std::vector<TaskTelemetrySample>& samples) = 0;
+  // Samples of every task of one job in [from, to) at `resolution`, ordered by task, then time
+  // (averages carry the bucket's start time).
+  virtual Result<std::vector<TaskTelemetrySample>> taskTelemetry(int64_t job_id,
+                                                                 TelemetryResolution resolution,
+                                                                 TimePoint from, TimePoint to) = 0;
+  // Downsamples and bounds the history of GPUs and of tasks alike: raw samples older than
+  // `retention.raw` are folded into 5-minute averages, those older than
+  // `retention.five_minutes` into hourly ones, and hourly ones older than `retention.hourly`
+  // are deleted. One transaction; idempotent.
   virtual Status pruneTelemetry(TimePoint now, const TelemetryRetention& retention) = 0;
 
   // ---- test hooks
@@ -431,6 +452,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 4;
+inline constexpr int32_t kSchemaVersion = 5;
 
 }  // namespace gpool::store

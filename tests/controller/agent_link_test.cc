@@ -32,6 +32,7 @@
 #include "controller/telemetry_history.h"
 #include "net/client.h"
 #include "net/server.h"
+#include "store/api_codec.h"
 
 namespace gpool::controller {
 namespace {
@@ -560,6 +561,38 @@ TEST_F(AgentLinkTest, ReconnectGetsTheFullDesiredStateAgain) {
   EXPECT_EQ(tasks[0]["requeueable"], false);
 }
 
+// The desired state after a reconnection carries what the assign carried, the time limit and
+// the QoS level's grace at it included (it was missing: a reconnected agent killed a task at its
+// limit after its own default grace, not the QoS's).
+TEST_F(AgentLinkTest, DesiredStateAfterReconnectKeepsTheTimeLimitAndQosGrace) {
+  api::Qos level;
+  level.name = "short";
+  level.grace_time_seconds = 45;
+  ASSERT_TRUE(store::saveApiQos(*store_, level).isOk());
+  api::JobSpec spec = testing::makeSpec(1000);
+  spec.command = {"/bin/sh", "-c", "sleep 1000"};
+  spec.qos = "short";
+  spec.time_limit_seconds = 600;
+  auto posted = http_->post("/v1/jobs", api::toJson(spec).dump());
+  ASSERT_TRUE(posted.ok());
+  ASSERT_EQ(posted->status, 201) << posted->body;
+  const int64_t id = json::parse(posted->body)["ids"][0].get<int64_t>();
+  {
+    auto agent = helloAgent("n1");
+    ASSERT_TRUE(loop_->runOnce().ok());
+    auto assign = agent->waitType("assign");
+    ASSERT_TRUE(assign.has_value());
+    EXPECT_EQ((*assign)["body"]["launch"]["grace_seconds"], 45) << assign->dump();
+  }
+  json desired;
+  auto agent = helloAgent("n1", &desired);
+  const json& tasks = desired["body"]["tasks"];
+  ASSERT_EQ(tasks.size(), 1u) << desired.dump();
+  EXPECT_EQ(tasks[0]["assignment"]["job_id"], id);
+  EXPECT_EQ(tasks[0]["launch"]["time_limit_seconds"], 600);
+  EXPECT_EQ(tasks[0]["launch"]["grace_seconds"], 45) << desired.dump();
+}
+
 TEST_F(AgentLinkTest, HelloReportsAreAppliedBeforeTheDesiredState) {
   int64_t id = 0;
   int64_t epoch = 0;
@@ -807,9 +840,31 @@ TEST_F(AgentLinkTest, TelemetryShowsInGpusAndHistoriesAttributedToTheJob) {
   ASSERT_GE(stored["points"].size(), 1u);
   EXPECT_EQ(stored["points"][0]["utilization_pct"], 55.0);
   EXPECT_EQ(stored["points"][0]["job_id"], id);
+  // Its tasks' own minutes too (kept for shared slices as well): task 0's stored minute comes
+  // before what memory holds; task 1, known only to the store (memory lost it), comes with its
+  // node and no GPUs.
+  ASSERT_TRUE(
+      store_
+          ->recordTaskTelemetry({store::TaskTelemetrySample{id, 0, "n1", minute, 44, 4321, 61, 120},
+                                 store::TaskTelemetrySample{id, 1, "n2", minute, 33, 1000, 50, 60}})
+          .isOk());
   json stored_job = getJson("/v1/jobs/" + std::to_string(id) + "/telemetry?since=1h");
   ASSERT_EQ(stored_job["stored_gpus"].size(), 1u);
   EXPECT_EQ(stored_job["stored_gpus"][0]["uuid"], held);
+  ASSERT_EQ(stored_job["tasks"].size(), 2u) << stored_job.dump();
+  EXPECT_EQ(stored_job["tasks"][0]["task"], 0);
+  EXPECT_EQ(stored_job["tasks"][0]["gpus"], json::array({held}));
+  ASSERT_EQ(stored_job["tasks"][0]["points"].size(), 1u);
+  EXPECT_EQ(stored_job["tasks"][0]["points"][0]["utilization_pct"], 44.0);
+  EXPECT_EQ(stored_job["tasks"][0]["points"][0]["memory_used_mib"], 4321.0);
+  EXPECT_EQ(stored_job["tasks"][1]["task"], 1);
+  EXPECT_EQ(stored_job["tasks"][1]["node"], "n2");
+  EXPECT_EQ(stored_job["tasks"][1]["gpus"], json::array());
+  EXPECT_EQ(stored_job["tasks"][1]["points"][0]["power_w"], 60.0);
+  // One second's points come from memory only.
+  json fine = getJson("/v1/jobs/" + std::to_string(id) + "/telemetry?resolution=1s");
+  ASSERT_EQ(fine["tasks"].size(), 1u);
+  EXPECT_EQ(fine["tasks"][0]["points"][0]["memory_used_mib"], 30500.0);
 
   // Bad queries name the parameter; unknown GPUs are 404.
   auto bad = http_->get("/v1/gpus/" + held + "/telemetry?resolution=2s");

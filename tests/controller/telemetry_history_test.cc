@@ -68,17 +68,17 @@ TEST(TelemetryHistoryTest, OnePointPerSecondAndMinuteAverages) {
   EXPECT_EQ(int64_t{coarse[0].at_s}, toUnixMicros(at(0)) / 1'000'000);
 
   // takeFinishedMinutes closes minute 1 once it is over, and hands each minute out once.
-  auto rows = h.takeFinishedMinutes(at(119));
+  auto rows = h.takeFinishedMinutes(at(119)).gpus;
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].gpu_uuid, "GPU-a");
   EXPECT_EQ(rows[0].time, at(0));
   EXPECT_FALSE(rows[0].job_id.has_value());
-  rows = h.takeFinishedMinutes(at(120));
+  rows = h.takeFinishedMinutes(at(120)).gpus;
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].time, at(60));
   EXPECT_DOUBLE_EQ(rows[0].util_percent, 100);
   EXPECT_DOUBLE_EQ(rows[0].memory_used_mib, 3000);
-  EXPECT_TRUE(h.takeFinishedMinutes(at(600)).empty());
+  EXPECT_TRUE(h.takeFinishedMinutes(at(600)).gpus.empty());
   EXPECT_EQ(h.gpuHistory("GPU-a", HistoryResolution::kMinute, at(0)).size(), 2u);
   // `since` filters.
   EXPECT_EQ(h.gpuHistory("GPU-a", HistoryResolution::kMinute, at(60)).size(), 1u);
@@ -160,21 +160,36 @@ TEST(TelemetryHistoryTest, AttributesWholeGpusAndSharedSlicesToTasks) {
 
   // The stored minute names the job only where one job held the GPU the whole minute.
   h.ingest("n1", at(30), {reading("GPU-a", 80, 10000)}, {{"GPU-a", {GpuTenant{1, 0}}}});
-  auto rows = h.takeFinishedMinutes(at(60));
+  FinishedMinutes minutes = h.takeFinishedMinutes(at(60));
   std::map<std::string, store::TelemetrySample> by_gpu;
-  for (const auto& r : rows)
+  for (const auto& r : minutes.gpus)
     by_gpu[r.gpu_uuid] = r;
   ASSERT_EQ(by_gpu.size(), 3u);
   EXPECT_EQ(by_gpu["GPU-a"].job_id, std::optional<int64_t>(1));
   EXPECT_FALSE(by_gpu["GPU-b"].job_id.has_value());
   EXPECT_EQ(by_gpu["GPU-c"].job_id, std::optional<int64_t>(1));
+
+  // Every task's minute is handed out too, the shared GPU's tenants with their own share: what
+  // the store keeps of jobs on shared GPUs.
+  std::map<int64_t, store::TaskTelemetrySample> by_job;
+  for (const auto& r : minutes.tasks)
+    by_job[r.job_id] = r;
+  ASSERT_EQ(by_job.size(), 3u);
+  EXPECT_EQ(by_job[1].node, "n1");
+  EXPECT_EQ(by_job[1].time, at(0));
+  EXPECT_DOUBLE_EQ(by_job[1].util_percent, 75);        // (70 + 80) / 2
+  EXPECT_DOUBLE_EQ(by_job[1].memory_used_mib, 13000);  // (16000 + 10000) / 2
+  EXPECT_DOUBLE_EQ(by_job[2].memory_used_mib, 2000);
+  EXPECT_DOUBLE_EQ(by_job[2].power_w, 50);
+  EXPECT_DOUBLE_EQ(by_job[3].memory_used_mib, 5000);
+  EXPECT_TRUE(h.takeFinishedMinutes(at(600)).tasks.empty());
 }
 
 TEST(TelemetryHistoryTest, AMinuteWithAChangeOfTenantNamesNoJob) {
   TelemetryHistory h;
   h.ingest("n1", at(0), {reading("GPU-a", 80, 1)}, {{"GPU-a", {GpuTenant{1, 0}}}});
   h.ingest("n1", at(30), {reading("GPU-a", 80, 1)}, {{"GPU-a", {GpuTenant{2, 0}}}});
-  auto rows = h.takeFinishedMinutes(at(60));
+  auto rows = h.takeFinishedMinutes(at(60)).gpus;
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_FALSE(rows[0].job_id.has_value());
 }

@@ -66,6 +66,75 @@ TEST_P(AccountingTest, UsageReportCountsSlicesAndClipsToThePeriod) {
       StatusCode::kInvalidArgument);
 }
 
+// Per-task history (jobs on shared GPUs included): two tasks of job 5 for two hours, one
+// sample a minute; downsampled and bounded like the per-GPU history, in the same prune.
+TEST_P(AccountingTest, TaskTelemetryIsDownsampledAndBoundedPerTask) {
+  std::vector<TaskTelemetrySample> samples;
+  for (int i = 0; i < 120; ++i) {
+    for (uint32_t task : {0u, 1u}) {
+      samples.push_back(TaskTelemetrySample{5, task, task == 0 ? "n1" : "n2", minutesAfter(i),
+                                            static_cast<double>(i), 1000.0 * (task + 1), 50,
+                                            task == 0 ? 100.0 : 25.0});
+    }
+  }
+  samples.push_back(TaskTelemetrySample{6, 0, "n1", minutesAfter(0), 10, 1, 40, 50});
+  ASSERT_TRUE(store().recordTaskTelemetry(samples).isOk());
+  // Recording a minute again replaces it (a controller that stored it before a crash).
+  ASSERT_TRUE(
+      store()
+          .recordTaskTelemetry({TaskTelemetrySample{6, 0, "n1", minutesAfter(0), 20, 1, 40, 50}})
+          .isOk());
+
+  auto raw = store().taskTelemetry(5, TelemetryResolution::kRaw, kBase, minutesAfter(1000));
+  ASSERT_TRUE(raw.ok()) << raw.status().toString();
+  ASSERT_EQ(raw->size(), 240u);
+  EXPECT_EQ(raw->front().task, 0u);  // ordered by task, then time
+  EXPECT_EQ(raw->at(120).task, 1u);
+  EXPECT_EQ(raw->at(120).node, "n2");
+  EXPECT_EQ(raw->at(121).time, minutesAfter(1));
+  auto six = store().taskTelemetry(6, TelemetryResolution::kRaw, kBase, minutesAfter(1000));
+  ASSERT_TRUE(six.ok());
+  ASSERT_EQ(six->size(), 1u);
+  EXPECT_DOUBLE_EQ(six->at(0).util_percent, 20);
+
+  TelemetryRetention retention;           // raw 1 h, 5-minute 24 h, hourly 90 days
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass must change nothing
+    ASSERT_TRUE(store().pruneTelemetry(minutesAfter(120), retention).isOk());
+    raw = store().taskTelemetry(5, TelemetryResolution::kRaw, kBase, minutesAfter(1000));
+    ASSERT_TRUE(raw.ok());
+    EXPECT_EQ(raw->size(), 120u);  // the last hour of both tasks
+    auto five =
+        store().taskTelemetry(5, TelemetryResolution::kFiveMinutes, kBase, minutesAfter(1000));
+    ASSERT_TRUE(five.ok());
+    ASSERT_EQ(five->size(), 24u);
+    for (int k = 0; k < 12; ++k) {
+      EXPECT_EQ(five->at(k).task, 0u);
+      EXPECT_EQ(five->at(k).time, minutesAfter(5 * k));
+      EXPECT_DOUBLE_EQ(five->at(k).util_percent, 5.0 * k + 2);
+      EXPECT_DOUBLE_EQ(five->at(k).power_w, 100);
+      EXPECT_EQ(five->at(12 + k).task, 1u);
+      EXPECT_EQ(five->at(12 + k).node, "n2");
+      EXPECT_DOUBLE_EQ(five->at(12 + k).memory_used_mib, 2000);
+      EXPECT_DOUBLE_EQ(five->at(12 + k).power_w, 25);
+    }
+  }
+
+  // A day and more later everything is hourly; after 90 days it is gone.
+  ASSERT_TRUE(store().pruneTelemetry(minutesAfter(30 * 60), retention).isOk());
+  auto hourly = store().taskTelemetry(5, TelemetryResolution::kHourly, kBase, minutesAfter(100000));
+  ASSERT_TRUE(hourly.ok());
+  ASSERT_EQ(hourly->size(), 4u);  // two hours of two tasks
+  EXPECT_DOUBLE_EQ(hourly->at(0).util_percent, 29.5);
+  EXPECT_DOUBLE_EQ(hourly->at(1).util_percent, 89.5);
+  EXPECT_TRUE(store()
+                  .taskTelemetry(5, TelemetryResolution::kFiveMinutes, kBase, minutesAfter(100000))
+                  ->empty());
+  ASSERT_TRUE(store().pruneTelemetry(minutesAfter(91 * 24 * 60), retention).isOk());
+  EXPECT_TRUE(store()
+                  .taskTelemetry(5, TelemetryResolution::kHourly, kBase, minutesAfter(1000000))
+                  ->empty());
+}
+
 TEST_P(AccountingTest, TelemetryIsDownsampledAndBounded) {
   std::vector<TelemetrySample> samples;
   for (int i = 0; i < 120; ++i) {

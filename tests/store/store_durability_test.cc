@@ -58,15 +58,17 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
   auto ids = store().submitJobs({minimalJob("old")}, at(0));
   ASSERT_TRUE(ids.ok());
   // Turn the database back into what version 1 wrote.
-  ASSERT_TRUE(store()
-                  .execForTest("ALTER TABLE jobs DROP COLUMN uid; ALTER TABLE jobs DROP COLUMN "
-                               "hold; DROP INDEX api_tokens_node; ALTER TABLE api_tokens DROP "
-                               "COLUMN kind; ALTER TABLE api_tokens DROP COLUMN public_id; ALTER "
-                               "TABLE api_tokens DROP COLUMN node_name; ALTER TABLE api_tokens "
-                               "DROP COLUMN reusable; ALTER TABLE api_tokens DROP COLUMN uses; "
-                               "ALTER TABLE api_tokens DROP COLUMN last_used; UPDATE "
-                               "schema_version SET version = 1 WHERE id = 1")
-                  .isOk());
+  ASSERT_TRUE(
+      store()
+          .execForTest(
+              "ALTER TABLE jobs DROP COLUMN uid; ALTER TABLE jobs DROP COLUMN "
+              "hold; DROP INDEX api_tokens_node; ALTER TABLE api_tokens DROP "
+              "COLUMN kind; ALTER TABLE api_tokens DROP COLUMN public_id; ALTER "
+              "TABLE api_tokens DROP COLUMN node_name; ALTER TABLE api_tokens "
+              "DROP COLUMN reusable; ALTER TABLE api_tokens DROP COLUMN uses; "
+              "ALTER TABLE api_tokens DROP COLUMN last_used; DROP TABLE task_telemetry; UPDATE "
+              "schema_version SET version = 1 WHERE id = 1")
+          .isOk());
   reopen();
   auto version = store().schemaVersion();
   ASSERT_TRUE(version.ok());
