@@ -13,6 +13,7 @@
 // do in production, so it runs beside the API as it would.
 //
 // Usage: controller_bench [--nodes N] [--jobs N] [--clients N] [--seconds S] [--submits N]
+//                         [--api-threads N]   (gpoold's api_threads; default: its own default)
 // Targets (issue 4): >= 2,000 submissions/s with SQLite, p99 < 20 ms for list/show under 64
 // clients, < 500 MB resident at 1,000 nodes and 100,000 jobs.
 
@@ -55,6 +56,7 @@ struct Options {
   int clients = 64;
   double seconds = 3.0;
   int submits = 2'000;  // per concurrent submission run, spread over the clients
+  int api_threads = 0;  // gpoold's api_threads; 0: its default
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -210,11 +212,14 @@ int main(int argc, char** argv) {
       o.seconds = std::atof(argv[i + 1]);
     else if (a == "--submits")
       o.submits = std::atoi(argv[i + 1]);
+    else if (a == "--api-threads")
+      o.api_threads = std::atoi(argv[i + 1]);
     else
       die("unknown option '" + a + "' (see the comment at the top of bench/controller_bench.cc)");
   }
-  if (o.nodes < 1 || o.jobs < 1 || o.clients < 1 || o.submits < o.clients) {
-    die("--nodes, --jobs and --clients must be positive and --submits at least --clients");
+  if (o.nodes < 1 || o.jobs < 1 || o.clients < 1 || o.submits < o.clients || o.api_threads < 0) {
+    die("--nodes, --jobs and --clients must be positive, --submits at least --clients and "
+        "--api-threads not negative");
   }
   ::signal(SIGPIPE, SIG_IGN);
   controller::testing::TempDir dir;
@@ -225,6 +230,9 @@ int main(int argc, char** argv) {
   const std::string config = dir.path() + "/gpoold.toml";
   std::ofstream(config) << "[controller]\nstore = \"" << db << "\"\nsocket = \"" << sock
                         << "\"\nnode_down_after = \"1d\"\nschedule_interval = \"10s\"\n"
+                        << (o.api_threads > 0
+                                ? "api_threads = " + std::to_string(o.api_threads) + "\n"
+                                : std::string())
                         << "[log]\nlevel = \"warn\"\n";
   Daemon daemon = startGpoold(config);
   std::printf(

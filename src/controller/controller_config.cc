@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "config/config.h"
@@ -48,6 +50,11 @@ bool isLoopbackHost(const std::string& host) {
 }
 
 }  // namespace
+
+int64_t defaultApiThreads() {
+  const int64_t cpus = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  return std::clamp<int64_t>(2 * cpus, 4, 256);
+}
 
 Result<ControllerSettings> readControllerSettings(const std::string& path) {
   GPOOL_ASSIGN_OR_RETURN(config::ConfigFile file, config::ConfigFile::load(path));
@@ -115,7 +122,7 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
   s.schedule_min_gap_ms = ctl.getInt("schedule_min_gap_ms", 250, 0, 60'000);
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
-  s.api_threads = ctl.getInt("api_threads", 16, 1, 256);
+  s.api_threads = ctl.getInt("api_threads", defaultApiThreads(), 1, 256);
   if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
   if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
   if (s.lease_duration_s <= 0) ctl.fail("lease_duration", "must be positive");

@@ -11,6 +11,13 @@
 // keys the daemon accepts. deploy/config/gpoold.toml documents each key.
 namespace gpool::controller {
 
+// Twice the machine's hardware threads, at least 4 (at most 256): enough requests in progress to
+// fill a group commit, few enough that reads are served nearly in turn. On 2 CPUs shared with 64
+// closed-loop clients (bench/controller_bench, 2026-12-05) api_threads 4 / 8 / 16 gave GET
+// /v1/jobs a p99 of 37 / 53 / 62 ms, and 2,990 / 3,171 / 2,908-4,939 submissions/s (fewer
+// threads share fewer commits; the target is 2,000/s).
+int64_t defaultApiThreads();
+
 struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
@@ -35,8 +42,8 @@ struct ControllerSettings {
   int64_t usage_half_life_s = 7 * 24 * 3600;
   // Threads serving the API. Each request holds one for its whole run, including a submission's
   // wait for its durable commit, so this bounds how many requests (and how many submissions
-  // sharing one group commit) are in progress at once.
-  int64_t api_threads = 16;
+  // sharing one group commit) are in progress at once. Default: defaultApiThreads().
+  int64_t api_threads = defaultApiThreads();
   logging::LogOptions log;
 };
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,8 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -396,22 +399,28 @@ TEST_F(GpooldTest, BadTlsConfigurationExitsWithTwo) {
 }
 
 // controller.api_threads sizes the API server's thread pool: they are all running once gpoold
-// says "ready", so its thread count is at least that many (the default is 16; the loop, store
-// and logging add a handful).
+// says "ready", so its thread count is at least that many (the loop, store and logging add a
+// handful). Without the key: twice the CPUs, at least 4.
 TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
   const std::string socket = dir_.path() + "/gpoold.sock";
-  Child child = spawn({"--config", writeConfig("socket = \"" + socket + "\"\napi_threads = 48\n")});
-  ASSERT_GT(child.pid, 0);
-  ASSERT_EQ(readLine(child.out), "ready");
-  size_t threads = 0;
-  for ([[maybe_unused]] const auto& entry :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(child.pid) + "/task")) {
-    ++threads;
+  const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_EQ(defaultApiThreads(), static_cast<int64_t>(std::max<size_t>(4, 2 * cpus)));
+  for (const auto& [setting, expected] :
+       {std::pair<std::string, size_t>{"api_threads = 48\n", 48},
+        std::pair<std::string, size_t>{"", static_cast<size_t>(defaultApiThreads())}}) {
+    Child child = spawn({"--config", writeConfig("socket = \"" + socket + "\"\n" + setting)});
+    ASSERT_GT(child.pid, 0);
+    ASSERT_EQ(readLine(child.out), "ready");
+    size_t threads = 0;
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(child.pid) + "/task")) {
+      ++threads;
+    }
+    EXPECT_GE(threads, expected) << setting;
+    EXPECT_LT(threads, expected + 16u) << setting;
+    kill(child.pid, SIGTERM);
+    EXPECT_EQ(waitExit(child), 0);
   }
-  EXPECT_GE(threads, 48u);
-  EXPECT_LT(threads, 48u + 16u);
-  kill(child.pid, SIGTERM);
-  EXPECT_EQ(waitExit(child), 0);
 }
 
 // Live updates over the real daemon's socket: a watcher (root: an admin by peer credentials)
