@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -345,6 +346,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
   jobs.reserve(records.size());
   const std::string default_qos = defaultQos(options_.scheduler);
   GPOOL_ASSIGN_OR_RETURN(StorePolicy policy, readStorePolicy(store_, options_.scheduler, now));
+  ++spec_pass_;
   for (const store::JobRecord& record : records) {
     // A held job is invisible to the pass: not placed, its JobHeld* reason kept.
     if (record.state == store::kStatePending && !record.hold.empty()) continue;
@@ -361,20 +363,21 @@ Result<PassReport> SchedulingLoop::runOnce() {
       continue;
     }
     by_id[record.id] = &record;
-    GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+    GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobWithoutSpec(record));
+    GPOOL_ASSIGN_OR_RETURN(const SpecSummary* spec, specOf(record));
     sched::Job sj;
     sj.id = static_cast<sched::JobId>(record.id);
     sj.user = record.user;
     sj.group = record.group;
-    sj.qos = job.spec.qos.empty() ? default_qos : job.spec.qos;
+    sj.qos = spec->qos.empty() ? default_qos : spec->qos;
     sj.submit_time = record.submit_time;
-    sj.time_limit_s = job.spec.time_limit_seconds;
-    sj.preemptible = job.spec.preemptible;
+    sj.time_limit_s = spec->time_limit_seconds;
+    sj.preemptible = spec->preemptible;
     sj.nice = -int64_t{record.priority};  // an admin's priority change (PATCH /v1/jobs/{id})
-    sj.request = requestFor(record.id, job.spec);
-    if (record.array_parent && job.spec.array) {
+    sj.request = spec->request;
+    if (record.array_parent && spec->array_max_parallel) {
       sj.array_id = static_cast<sched::JobId>(*record.array_parent);
-      sj.array_limit = job.spec.array->max_parallel;
+      sj.array_limit = *spec->array_max_parallel;
     }
     if (record.state != "PENDING") {
       auto allocs = schedAllocationsFor(job.allocations, cluster);
@@ -395,7 +398,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
     // Dependencies: met ones are dropped (the pass counts an absent id as met); one that can
     // never be met cancels the job (Slurm's DependencyNeverSatisfied, with kill_invalid_depend).
     bool never = false;
-    for (const api::Dependency& dep : job.spec.dependencies) {
+    for (const api::Dependency& dep : spec->dependencies) {
       Result<store::JobRecord> d = store_.getJob(static_cast<int64_t>(dep.job_id));
       if (!d.ok()) {
         never = true;
@@ -424,6 +427,9 @@ Result<PassReport> SchedulingLoop::runOnce() {
     }
     jobs.push_back(std::move(sj));
   }
+  // Specs of jobs this pass did not see (ended, held) are not kept.
+  std::erase_if(spec_summaries_,
+                [this](const auto& entry) { return entry.second.pass != spec_pass_; });
 
   sched::SchedulerPass pass(*policy_);
   sched::Decisions decisions = pass.run(cluster, jobs, ledger_, policy.config, now, random_);
@@ -593,6 +599,27 @@ void SchedulingLoop::runUntilStopped(std::stop_token stop) {
     // then decides whether its gap has passed).
     wake_cv_.wait_for(wake, stop, wait, [&] { return !event_pending && dirty_; });
   }
+}
+
+Result<const SchedulingLoop::SpecSummary*> SchedulingLoop::specOf(const store::JobRecord& record) {
+  const size_t hash = std::hash<std::string_view>{}(record.spec_json);
+  auto it = spec_summaries_.find(record.id);
+  if (it == spec_summaries_.end() || it->second.text_hash != hash ||
+      it->second.text_size != record.spec_json.size()) {
+    GPOOL_ASSIGN_OR_RETURN(api::JobSpec spec, store::apiJobSpecFrom(record));
+    SpecSummary summary;
+    summary.text_hash = hash;
+    summary.text_size = record.spec_json.size();
+    summary.qos = spec.qos;
+    summary.time_limit_seconds = spec.time_limit_seconds;
+    summary.preemptible = spec.preemptible;
+    if (spec.array) summary.array_max_parallel = spec.array->max_parallel;
+    summary.dependencies = std::move(spec.dependencies);
+    summary.request = requestFor(record.id, spec);
+    it = spec_summaries_.insert_or_assign(record.id, std::move(summary)).first;
+  }
+  it->second.pass = spec_pass_;
+  return &it->second;
 }
 
 Result<std::map<std::string, int64_t>> SchedulingLoop::timeLimitGraces() {

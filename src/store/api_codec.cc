@@ -97,10 +97,17 @@ Result<api::Job> jobWithoutSpec(const JobRecord& record, const std::string& what
 }  // namespace
 
 Result<api::Job> apiJobFrom(const JobRecord& record) {
-  const std::string what = "job " + std::to_string(record.id);
-  GPOOL_ASSIGN_OR_RETURN(api::Job job, jobWithoutSpec(record, what));
-  GPOOL_ASSIGN_OR_RETURN(job.spec, decodeStored<api::JobSpec>(record.spec_json, what + ".spec"));
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, apiJobWithoutSpec(record));
+  GPOOL_ASSIGN_OR_RETURN(job.spec, apiJobSpecFrom(record));
   return job;
+}
+
+Result<api::Job> apiJobWithoutSpec(const JobRecord& record) {
+  return jobWithoutSpec(record, "job " + std::to_string(record.id));
+}
+
+Result<api::JobSpec> apiJobSpecFrom(const JobRecord& record) {
+  return decodeStored<api::JobSpec>(record.spec_json, "job " + std::to_string(record.id) + ".spec");
 }
 
 Result<std::string> apiJobJsonText(const JobRecord& record) {

@@ -36,6 +36,10 @@ Result<std::vector<int64_t>> submitApiJob(Store& store, const std::string& user,
 
 // The api view of a stored job; `allocations` come from the placement.
 Result<api::Job> apiJobFrom(const JobRecord& record);
+// The same in two parts, for a caller that keeps decoded specs (the scheduling loop decodes a
+// job's spec once, not at every pass): every field but the spec (left default), and the spec.
+Result<api::Job> apiJobWithoutSpec(const JobRecord& record);
+Result<api::JobSpec> apiJobSpecFrom(const JobRecord& record);
 Result<api::Job> loadApiJob(Store& store, int64_t id);
 
 // api::dumpJson(api::toJson(apiJobFrom(record))) for a stored row, the way a list serves it:

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "controller/accounting.h"
 #include "controller/controller_fixture.h"
 #include "store/api_codec.h"
@@ -135,6 +137,29 @@ TEST_F(SchedulingLoopTest, PatchedPriorityGoesFirst) {
   pass();
   EXPECT_EQ(state(second), "RUNNING");
   EXPECT_EQ(state(first), "PENDING");
+}
+
+// A pass keeps each job's decoded spec for the next; a spec whose stored text changed is decoded
+// again. Here the stored spec of a job waiting on a dependency loses the dependency: the next
+// pass starts it (with the spec kept from the first pass it would wait on).
+TEST_F(SchedulingLoopTest, ASpecChangedBetweenPassesIsReadAgain) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t a = submit(makeSpec(1000));
+  api::JobSpec after_a = makeSpec(1000);
+  after_a.dependencies = {api::Dependency{api::DependencyKind::kAfterOk, uint64_t(a)}};
+  int64_t b = submit(after_a);
+  pass();
+  pass();
+  EXPECT_EQ(state(a), "RUNNING");
+  EXPECT_EQ(state(b), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(b)->reason, "Dependency");
+  const std::string plain = api::toJson(makeSpec(1000)).dump();
+  ASSERT_TRUE(ctl_->store
+                  ->execForTest("UPDATE jobs SET spec_json = '" + plain +
+                                "' WHERE id = " + std::to_string(b))
+                  .isOk());
+  pass();
+  EXPECT_EQ(state(b), "RUNNING");
 }
 
 TEST_F(SchedulingLoopTest, SubmitPlacedRunningCompleted) {
