@@ -174,7 +174,7 @@ std::map<std::string, int64_t> qosGraces(const sched::SchedulerConfig& cfg,
 }  // namespace
 
 Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerConfig& base,
-                                    TimePoint now) {
+                                    TimePoint now, const std::vector<store::JobRecord>& jobs) {
   StorePolicy policy;
   sched::SchedulerConfig& cfg = policy.config;
   cfg = base;
@@ -218,6 +218,14 @@ Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerC
       std::map<std::string, double> by_name;
       for (const store::UsageRow& row : rows)
         by_name[row.key] = row.gpu_hours;
+      const TimePoint period_start = now - std::chrono::seconds(quota.period_seconds);
+      for (const store::JobRecord& job : jobs) {
+        if ((job.state != "RUNNING" && job.state != "COMPLETING") || !job.start_time) continue;
+        const TimePoint from = std::max(*job.start_time, period_start);
+        if (now <= from) continue;
+        const double hours = std::chrono::duration<double, std::ratio<3600>>(now - from).count();
+        by_name[is_group ? job.group : job.user] += job.gpu_thousandths / 1000.0 * hours;
+      }
       it = used.emplace(key, std::move(by_name)).first;
     }
     auto u = it->second.find(r.name);
@@ -345,7 +353,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
   std::vector<sched::Job> jobs;
   jobs.reserve(records.size());
   const std::string default_qos = defaultQos(options_.scheduler);
-  GPOOL_ASSIGN_OR_RETURN(StorePolicy policy, readStorePolicy(store_, options_.scheduler, now));
+  GPOOL_ASSIGN_OR_RETURN(StorePolicy policy,
+                         readStorePolicy(store_, options_.scheduler, now, records));
   ++spec_pass_;
   for (const store::JobRecord& record : records) {
     // A held job is invisible to the pass: not placed, its JobHeld* reason kept.

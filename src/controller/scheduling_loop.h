@@ -53,19 +53,23 @@ struct LoopOptions {
 // cap (GroupQuota), guaranteed GPUs and fair-share weight; `max_compute` the user's or group's
 // compute cap (AssocMaxComputePerUser, GroupComputeQuota). The api's max_gpus (max_compute) 0
 // forbids GPUs. A store QoS level's grace_time is its preemption grace (sched::QosLevel). Users
-// and groups whose ended runs used a quota's `gpu_hours` within its period (as of `now`) are
-// listed: their pending jobs wait with kGpuHoursReason. The per-job limits (max_run_time,
-// max_wall_time, max_memory_per_task) are checked at submission (JobService::applyLimits).
+// and groups whose runs (ended, and running so far) used a quota's `gpu_hours` within its period
+// (as of `now`) are listed: their pending jobs wait with kGpuHoursReason; running jobs go on. The
+// per-job limits (max_run_time, max_wall_time, max_memory_per_task) are checked at submission
+// (JobService::applyLimits).
 struct StorePolicy {
   sched::SchedulerConfig config;
   std::set<std::string> users_out_of_gpu_hours;
   std::set<std::string> groups_out_of_gpu_hours;
 };
 
-// Reads the QoS levels and quotas once, and the usage once per distinct quota period. Errors: the
-// store's, or InvalidArgument for a stored quota that does not parse.
+// Reads the QoS levels and quotas once, and the usage once per distinct quota period. The GPU-hours
+// of a period are the ended runs' (usage records) plus, for each RUNNING or COMPLETING job among
+// `jobs` (other states are skipped), its GPUs times the part of its run so far that lies in the
+// period, as Slurm's GrpTRESMins counts running jobs: one long job cannot outrun a quota until it
+// ends. Errors: the store's, or InvalidArgument for a stored quota that does not parse.
 Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerConfig& base,
-                                    TimePoint now);
+                                    TimePoint now, const std::vector<store::JobRecord>& jobs = {});
 
 // The pending reason of a job whose user or group used up the GPU-hours of its quota in the
 // quota's period (Slurm's AssocGrp*Minutes family).

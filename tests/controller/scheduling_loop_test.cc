@@ -500,6 +500,42 @@ TEST_F(SchedulingLoopTest, UsedUpGpuHoursHoldNewWorkBack) {
   EXPECT_EQ(state(second), "RUNNING");
 }
 
+// A running job's GPU-hours so far count toward the quota (as Slurm's GrpTRESMins): after 2 hours
+// on 2 GPUs, alice's 3 GPU-hours are used although the job has not ended; her next job waits,
+// the running one goes on.
+TEST_F(SchedulingLoopTest, RunningJobsCountTowardGpuHours) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
+  api::User user;
+  user.name = "alice";
+  user.uid = 1001;
+  ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
+  api::Quota quota;
+  quota.gpu_hours = 3;
+  ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", quota, "root",
+                                  clock_.now())
+                  .isOk());
+  int64_t running = submit(makeSpec(2000));
+  pass();
+  ASSERT_EQ(state(running), "RUNNING");
+  const TaskAssignment a = gateway_.forJob(running).at(0);
+  ASSERT_TRUE(ctl_->loop.taskStarted(running, a.lease_epoch).isOk());
+
+  clock_.advance(std::chrono::hours(1));  // 2 GPU-hours: under the quota
+  ASSERT_TRUE(ctl_->registry.heartbeat("gpu-01").isOk());
+  int64_t early = submit(makeSpec(1000));
+  pass();
+  EXPECT_EQ(state(early), "RUNNING");
+
+  clock_.advance(std::chrono::hours(1));  // 4 + 1 GPU-hours so far: over
+  ASSERT_TRUE(ctl_->registry.heartbeat("gpu-01").isOk());
+  int64_t late = submit(makeSpec(1000));
+  pass();
+  EXPECT_EQ(state(late), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(late)->reason, kGpuHoursReason);
+  EXPECT_EQ(state(running), "RUNNING");
+  EXPECT_EQ(state(early), "RUNNING");
+}
+
 // Slurm's MaxWall: a QoS level's max_wall_time and a user's or group's quota max_run_time refuse
 // a longer --time (naming the field, the limit and whose it is) and give a job without one the
 // smallest of them as its time limit.
