@@ -477,6 +477,80 @@ TEST_F(GpooldTest, WatchStreamsJobEventsOverItsUnixSocket) {
   EXPECT_EQ(waitExit(child), 0);
 }
 
+// The jobs topic over the real daemon as a plain user (a token over TLS): bob sees the events
+// of his own job and none of alice's, although hers committed first (events go out in commit
+// order, so hers would have arrived before his).
+TEST_F(GpooldTest, WatchShowsAPlainUserOnlyTheirOwnJobs) {
+  net::testing::TestCerts certs;
+  ASSERT_TRUE(net::testing::makeTestCerts(dir_.path(), &certs).isOk());
+  std::string sock = dir_.path() + "/gpoold.sock";
+  Child child =
+      spawn({"--config",
+             writeConfig("socket = \"" + sock + "\"\ntls_listen = \"127.0.0.1:0\"\ntls_cert = \"" +
+                         certs.cert_file + "\"\ntls_key = \"" + certs.key_file + "\"\n")});
+  int port = tlsPort(readLine(child.out));
+  ASSERT_GT(port, 0);
+  ASSERT_EQ(readLine(child.out), "ready");
+  {
+    net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    auto tokenFor = [&](const std::string& user) {
+      auto r = root.post("/v1/tokens", R"({"name":"t","user":")" + user + "\"}");
+      EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().toString());
+      return r.ok() ? nlohmann::json::parse(r->body).value("token", "") : std::string();
+    };
+    const auto alice_at =
+        net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, tokenFor("alice"));
+    const auto bob_at = net::ClientEndpoint::tls("127.0.0.1", port, certs.ca_file, tokenFor("bob"));
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<nlohmann::json> got;
+    net::WebSocketClientOptions o;
+    o.endpoint = bob_at;
+    o.target = "/v1/watch?topics=jobs";
+    o.on_message = [&](std::string text) {
+      std::lock_guard lock(mu);
+      got.push_back(nlohmann::json::parse(text, nullptr, false));
+      cv.notify_all();
+    };
+    net::WebSocketClient watcher(o);
+    watcher.start();
+    auto wait = [&](const std::function<bool(const nlohmann::json&)>& pred) {
+      std::unique_lock lock(mu);
+      return cv.wait_for(lock, std::chrono::seconds(10), [&] {
+        for (const auto& m : got)
+          if (pred(m)) return true;
+        return false;
+      });
+    };
+    ASSERT_TRUE(wait([](const nlohmann::json& m) { return m.contains("last_event"); }));
+    auto submitAs = [](const net::ClientEndpoint& at) -> int64_t {
+      net::HttpClient client(at, std::chrono::seconds(10));
+      auto r = client.post("/v1/jobs", api::toJson(testing::makeSpec(0)).dump());
+      EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().toString());
+      return r.ok() && r->status == 201 ? nlohmann::json::parse(r->body)["ids"][0].get<int64_t>()
+                                        : -1;
+    };
+    const int64_t hers = submitAs(alice_at);
+    const int64_t his = submitAs(bob_at);
+    ASSERT_GT(hers, 0);
+    ASSERT_GT(his, 0);
+    EXPECT_TRUE(wait([his](const nlohmann::json& m) {
+      return m.value("topic", "") == "jobs" && m["data"]["job_id"] == his;
+    }));
+    {
+      std::lock_guard lock(mu);
+      for (const auto& m : got) {
+        if (m.value("topic", "") != "jobs") continue;
+        EXPECT_NE(m["data"]["job_id"], hers) << m.dump();
+        EXPECT_EQ(m["data"]["user"], "bob") << m.dump();
+      }
+    }
+    watcher.stop();
+  }
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
+}
+
 TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
   Child child = spawn({"--config", writeConfig("node_down_afterr = \"90s\"\n"), "--once"});
   EXPECT_EQ(waitExit(child), 2);
