@@ -1,17 +1,23 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "agent/cgroup.h"
 #include "agent/sys_util.h"
 #include "api/json_reader.h"
+#include "common/base64.h"
 #include "gpu/gpu_json.h"
 #include "vgpu/shm_region.h"
 
@@ -217,6 +223,8 @@ void Agent::handle(const json& msg) {
     s = onCancel(env->body, env->seq);
   } else if (env->type == "lease") {
     s = onLease(env->body);
+  } else if (env->type == "read_log") {
+    s = onReadLog(env->body);
   } else if (env->type == "error") {
     return;  // the controller's complaint; nothing to answer
   } else {
@@ -391,6 +399,85 @@ Status Agent::onCancel(const json& body, int64_t seq) {
   std::optional<int64_t> grace;
   if (grace_s >= 0) grace = grace_s * 1000;
   stopTask(t, reason == "cancelled" ? StopReason::kCancel : StopReason::kPreempt, reason, grace);
+  return Status::ok();
+}
+
+Status Agent::onReadLog(const json& body) {
+  // What one answer may carry: the controller asks for at most this much (agent_link.h).
+  constexpr int64_t kMaxRead = 1 << 20;
+  int64_t request = 0;
+  int64_t job_id = 0;
+  int64_t task = 0;
+  int64_t lease_epoch = 0;
+  std::string stream;
+  int64_t offset = 0;
+  int64_t max_bytes = 0;
+  api::ObjectReader r(body, "");
+  r.integer("request", &request, api::Presence::kRequired, int64_t{1},
+            std::numeric_limits<int64_t>::max());
+  r.integer("job_id", &job_id, api::Presence::kRequired, int64_t{1},
+            std::numeric_limits<int64_t>::max());
+  r.integer("task", &task, api::Presence::kRequired, int64_t{0},
+            int64_t{std::numeric_limits<uint32_t>::max()});
+  r.integer("lease_epoch", &lease_epoch, api::Presence::kRequired, int64_t{0},
+            std::numeric_limits<int64_t>::max());
+  r.string("stream", &stream, api::Presence::kRequired);
+  r.integer("offset", &offset, api::Presence::kRequired, int64_t{0},
+            std::numeric_limits<int64_t>::max());
+  r.integer("max_bytes", &max_bytes, api::Presence::kRequired, int64_t{1}, kMaxRead);
+  r.check(stream == "stdout" || stream == "stderr", "stream", "expected stdout or stderr");
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  json answer{{"request", request},         {"job_id", job_id}, {"task", task},
+              {"lease_epoch", lease_epoch}, {"stream", stream}, {"offset", offset}};
+  Assignment a;
+  a.job_id = job_id;
+  a.task = static_cast<uint32_t>(task);
+  const std::string name = protocol::taskName(a);
+  // The task's directory holds the log of its latest attempt here only.
+  auto it = tasks_.find(name);
+  if (it != tasks_.end() && it->second.has_assignment &&
+      it->second.assignment.lease_epoch != lease_epoch) {
+    answer["error"] = "the log of job " + std::to_string(job_id) + " task " + std::to_string(task) +
+                      " under lease epoch " + std::to_string(lease_epoch) + " is gone: epoch " +
+                      std::to_string(it->second.assignment.lease_epoch) + " ran here since";
+    send("log_data", std::move(answer));
+    return Status::ok();
+  }
+  // The name is built from two integers, so the path stays inside the state directory; the
+  // last component is not followed if the task replaced its log with a link.
+  const std::string path = launcher_.taskDir(name) + "/" + stream + ".log";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) {
+      answer["found"] = false;
+    } else {
+      answer["error"] = "cannot open " + path + ": " + std::strerror(err);
+    }
+    send("log_data", std::move(answer));
+    return Status::ok();
+  }
+  struct stat st {};
+  std::string bytes;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    answer["error"] = path + " is not a regular file";
+  } else {
+    auto size = static_cast<int64_t>(st.st_size);
+    if (offset < size) {
+      bytes.resize(static_cast<size_t>(std::min(max_bytes, size - offset)));
+      ssize_t got = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+      if (got < 0) {
+        answer["error"] = "cannot read " + path + ": " + std::strerror(errno);
+        got = 0;
+      }
+      bytes.resize(static_cast<size_t>(got));
+    }
+    answer["found"] = true;
+    answer["size"] = size;
+    answer["data"] = base64Encode(bytes);
+  }
+  ::close(fd);
+  send("log_data", std::move(answer));
   return Status::ok();
 }
 

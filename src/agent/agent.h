@@ -113,6 +113,8 @@ class Agent {
   Status onAssign(const nlohmann::json& body, int64_t seq);
   Status onCancel(const nlohmann::json& body, int64_t seq);
   Status onLease(const nlohmann::json& body);
+  // `read_log`: answers `log_data` with a piece of one of this node's task logs.
+  Status onReadLog(const nlohmann::json& body);
   // Checks and records the node epoch of a message; FailedPrecondition for an older one.
   Status acceptNodeEpoch(int64_t epoch);
 

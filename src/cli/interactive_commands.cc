@@ -29,6 +29,9 @@ namespace {
 // How often the client asks again while nothing happens (a job waiting to start, a log without
 // new output). The API has no push for logs; a poll costs one small request.
 constexpr std::chrono::milliseconds kPollInterval{200};
+// How soon to ask again for a piece of a log on another server that gpoold is fetching from
+// that server's agent (one round trip on the agent's connection).
+constexpr std::chrono::milliseconds kRelayRetry{20};
 
 std::atomic<int> g_interrupts{0};
 
@@ -79,6 +82,8 @@ struct LogCursor {
   bool stderr_stream = false;
   uint64_t offset = 0;
   bool complete = false;
+  // gpoold is fetching the piece from the agent of the task's server: ask again shortly.
+  bool pending = false;
   std::string data;  // what the last read returned
   std::string state;
   // gpool run: the log is on another server (no output here; the job's end still counts).
@@ -96,6 +101,7 @@ Status readNext(ApiClient& api, LogCursor* c) {
   c->data = chunk.value("data", "");
   c->offset = chunk.value("next_offset", c->offset);
   c->complete = chunk.value("complete", false);
+  c->pending = chunk.value("pending", false);
   c->state = chunk.value("state", "");
   return Status::ok();
 }
@@ -295,6 +301,10 @@ Status runLogs(const GlobalOptions& global, const LogsArgs& a) {
       writeOut(a.stderr_stream ? stderr : stdout, c.data);
     }
     if (c.complete) break;
+    if (c.pending) {
+      std::this_thread::sleep_for(kRelayRetry);
+      continue;
+    }
     if (c.data.empty()) {
       if (!a.follow) break;  // everything written so far
       std::this_thread::sleep_for(kPollInterval);
@@ -368,7 +378,8 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
       seen_interrupts = n;
     }
     bool progressed = false;
-    bool done = true;  // every stream read to its end, or on another server
+    bool relaying = false;  // a piece is being fetched from another server's agent
+    bool done = true;       // every stream read to its end, or on another server
     for (size_t i = 0; i < cursors.size(); ++i) {
       LogCursor* c = &cursors[i];
       if (c->complete || c->elsewhere) continue;
@@ -376,6 +387,7 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
       if (s.isOk()) {
         writeLabelled(c->stderr_stream ? stderr : stdout, c, labels[i]);
         progressed = progressed || !c->data.empty();
+        relaying = relaying || c->pending;
         done = done && c->complete;
         continue;
       }
@@ -409,7 +421,7 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
       }
       return Status::ok();
     }
-    if (!progressed) std::this_thread::sleep_for(kPollInterval);
+    if (!progressed) std::this_thread::sleep_for(relaying ? kRelayRetry : kPollInterval);
   }
 }
 

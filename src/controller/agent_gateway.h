@@ -7,6 +7,7 @@
 
 #include "api/allocation.h"
 #include "api/job_spec.h"
+#include "common/result.h"
 
 // How the scheduling loop talks to agents. The real gateway speaks docs/agent-protocol.md over
 // the agent's WebSocket (`assign` / `cancel` frames); tests use a fake that records the calls.
@@ -53,6 +54,37 @@ class AgentGateway {
   // "timeout" or "node_fail".
   virtual void cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
                       int64_t grace_s, const std::string& reason) = 0;
+};
+
+// A read of one task's output log on the task's node (docs/agent-protocol.md, `read_log`).
+struct RemoteLogRequest {
+  std::string node;
+  int64_t job_id = 0;
+  uint32_t task = 0;
+  int64_t lease_epoch = 0;  // the attempt whose log is wanted (the job's epoch)
+  bool stderr_stream = false;
+  uint64_t offset = 0;
+  uint64_t max_bytes = 0;
+};
+
+// What the node's agent answered.
+struct RemoteLogPiece {
+  bool found = false;  // false: the task's directory holds no such log (it wrote none)
+  uint64_t size = 0;   // the file's size when read
+  std::string data;    // at most max_bytes from the offset
+};
+
+// Reads task logs where they are written: on the task's node, through its agent. Thread-safe;
+// never blocks on the network, because the answer arrives on a connection that the same I/O
+// threads serve: the first ask sends the request and answers nullopt, an ask after the agent's
+// answer arrived takes it (each answer is handed out once). Callers poll.
+class LogRelay {
+ public:
+  virtual ~LogRelay() = default;
+  // The piece, or nullopt while the agent has not answered (ask again shortly). Unavailable
+  // when the node has no agent connected or too many reads are waiting; the agent's own
+  // refusal (a later attempt of the task replaced this log there) as FailedPrecondition.
+  virtual Result<std::optional<RemoteLogPiece>> readRemoteLog(const RemoteLogRequest& request) = 0;
 };
 
 }  // namespace gpool::controller

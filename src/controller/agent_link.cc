@@ -10,6 +10,7 @@
 #include "api/job.h"
 #include "api/json_reader.h"
 #include "api/node.h"
+#include "common/base64.h"
 #include "controller/api_tokens.h"
 #include "store/api_codec.h"
 
@@ -641,6 +642,8 @@ void AgentLink::onMessage(const net::WebSocketConnectionPtr& conn, const std::st
     s = onTelemetry(session, env.body);
   } else if (env.type == "health") {
     s = onHealth(session, env.body);
+  } else if (env.type == "log_data") {
+    s = onLogData(session, env.body);
   } else if (env.type == "error") {
     spdlog::warn("agent of node {} reports an error: {}",
                  session->node.empty() ? "?" : session->node, api::dumpJson(env.body));
@@ -957,6 +960,115 @@ Status AgentLink::onHealth(const SessionPtr& session, const json& body) {
     }
     if (health.empty()) spdlog::info("node {}: every GPU healthy again", session->node);
     if (loop_) loop_->jobsChanged();
+  }
+  return Status::ok();
+}
+
+Result<std::optional<RemoteLogPiece>> AgentLink::readRemoteLog(const RemoteLogRequest& request) {
+  const LogKey key{request.job_id, request.task, request.stderr_stream, request.offset};
+  const std::string what =
+      "the log of job " + std::to_string(request.job_id) + " task " + std::to_string(request.task);
+  const Micros mono = clock_.monotonic();
+  SessionPtr session = current(request.node);
+  json body;
+  {
+    std::lock_guard lock(logs_mu_);
+    auto it = log_reads_.find(key);
+    if (it != log_reads_.end() && it->second.lease_epoch != request.lease_epoch) {
+      log_reads_.erase(it);  // asked for another attempt's log
+      it = log_reads_.end();
+    }
+    if (it != log_reads_.end() && it->second.answered) {
+      Result<RemoteLogPiece> answer = std::move(it->second.answer);
+      log_reads_.erase(it);
+      if (!answer.ok()) return answer.status();
+      if (answer->data.size() > request.max_bytes) answer->data.resize(request.max_bytes);
+      return std::optional<RemoteLogPiece>(std::move(*answer));
+    }
+    if (!session) {
+      if (it != log_reads_.end()) log_reads_.erase(it);
+      return Status::unavailable(what + " is on node " + request.node +
+                                 ", whose agent is not connected: try again once it is back");
+    }
+    if (it != log_reads_.end() && it->second.connection == session->conn->id() &&
+        mono - it->second.changed_at < kRelayedLogExpiry) {
+      return std::optional<RemoteLogPiece>();  // on its way
+    }
+    // Drop what nobody took or nobody answered in time, then make room.
+    for (auto e = log_reads_.begin(); e != log_reads_.end();) {
+      e = mono - e->second.changed_at >= kRelayedLogExpiry ? log_reads_.erase(e) : std::next(e);
+    }
+    if (log_reads_.size() >= kMaxRelayedLogReads && log_reads_.find(key) == log_reads_.end()) {
+      return Status::unavailable(what + ": " + std::to_string(kMaxRelayedLogReads) +
+                                 " log reads already wait for agents; try again shortly");
+    }
+    LogRead& read = log_reads_[key];
+    read = LogRead{};
+    read.request_id = ++next_log_request_;
+    read.node = request.node;
+    read.connection = session->conn->id();
+    read.lease_epoch = request.lease_epoch;
+    read.changed_at = mono;
+    body = json{{"request", read.request_id},
+                {"job_id", request.job_id},
+                {"task", request.task},
+                {"lease_epoch", request.lease_epoch},
+                {"stream", request.stderr_stream ? "stderr" : "stdout"},
+                {"offset", request.offset},
+                {"max_bytes", std::min(request.max_bytes, kMaxRelayedLogBytes)}};
+  }
+  send(session, "read_log", std::move(body));
+  return std::optional<RemoteLogPiece>();
+}
+
+Status AgentLink::onLogData(const SessionPtr& session, const json& body) {
+  int64_t request_id = 0;
+  int64_t job_id = 0;
+  int64_t task = 0;
+  std::string stream;
+  int64_t offset = 0;
+  int64_t size = 0;
+  bool found = false;
+  std::string data;
+  std::string error;
+  int64_t lease_epoch = 0;
+  ObjectReader r(body, "");
+  r.integer("request", &request_id, Presence::kRequired, int64_t{1}, kMaxI64);
+  r.integer("job_id", &job_id, Presence::kRequired, int64_t{1}, kMaxI64);
+  r.integer("task", &task, Presence::kRequired, int64_t{0},
+            int64_t{std::numeric_limits<uint32_t>::max()});
+  r.integer("lease_epoch", &lease_epoch, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.string("stream", &stream, Presence::kRequired);
+  r.integer("offset", &offset, Presence::kRequired, int64_t{0}, kMaxI64);
+  r.integer("size", &size, Presence::kOptional, int64_t{0}, kMaxI64);
+  r.boolean("found", &found);
+  r.string("data", &data);
+  r.string("error", &error);
+  r.check(stream == "stdout" || stream == "stderr", "stream", "expected stdout or stderr");
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  Result<std::string> bytes = base64Decode(data);
+  if (!bytes.ok()) return Status::invalidArgument("data: " + bytes.status().message());
+  if (bytes->size() > kMaxRelayedLogBytes) {
+    return Status::invalidArgument("data: " + std::to_string(bytes->size()) +
+                                   " bytes, more than the " + std::to_string(kMaxRelayedLogBytes) +
+                                   " a read may return");
+  }
+  std::lock_guard lock(logs_mu_);
+  auto it = log_reads_.find(LogKey{job_id, static_cast<uint32_t>(task), stream == "stderr",
+                                   static_cast<uint64_t>(offset)});
+  // Only the answer to the request sent to this node counts; a late answer to an expired or
+  // repeated request, or one from another node, is dropped.
+  if (it == log_reads_.end() || it->second.request_id != request_id ||
+      it->second.node != session->node || it->second.answered) {
+    return Status::ok();
+  }
+  LogRead& read = it->second;
+  read.answered = true;
+  read.changed_at = clock_.monotonic();
+  if (!error.empty()) {
+    read.answer = Status::failedPrecondition("the agent of node " + session->node + ": " + error);
+  } else {
+    read.answer = RemoteLogPiece{found, static_cast<uint64_t>(size), std::move(*bytes)};
   }
   return Status::ok();
 }

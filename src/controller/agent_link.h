@@ -78,7 +78,14 @@ inline constexpr uint16_t kCloseNodeDown = 4010;
 
 inline constexpr int kAgentProtocolVersion = 1;
 
-class AgentLink final : public AgentGateway {
+// Log reads relayed to agents (LogRelay): at most this many wait for an answer or to be taken
+// at once (each answer holds at most kMaxRelayedLogBytes), and an answer not taken, or a
+// request not answered, within kRelayedLogExpiry is dropped (the next ask sends it again).
+inline constexpr size_t kMaxRelayedLogReads = 64;
+inline constexpr uint64_t kMaxRelayedLogBytes = 1 << 20;
+inline constexpr Micros kRelayedLogExpiry{std::chrono::seconds(30)};
+
+class AgentLink final : public AgentGateway, public LogRelay {
  public:
   // `store`, `registry` and `clock` must outlive the link. Call attach() before serving.
   AgentLink(store::Store& store, NodeRegistry& registry, Clock& clock, AgentLinkOptions options);
@@ -101,6 +108,9 @@ class AgentLink final : public AgentGateway {
   void assign(const TaskAssignment& assignment) override;
   void cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
               int64_t grace_s, const std::string& reason) override;
+
+  // LogRelay: sends `read_log` to the node's current connection; `log_data` answers it.
+  Result<std::optional<RemoteLogPiece>> readRemoteLog(const RemoteLogRequest& request) override;
 
   // Nodes with a connection that said hello (for tests and the nodes view).
   bool connected(const std::string& node) const;
@@ -135,6 +145,7 @@ class AgentLink final : public AgentGateway {
   Status onTaskUpdate(const SessionPtr& session, const nlohmann::json& body);
   Status onTelemetry(const SessionPtr& session, const nlohmann::json& body);
   Status onHealth(const SessionPtr& session, const nlohmann::json& body);
+  Status onLogData(const SessionPtr& session, const nlohmann::json& body);
   // The tasks holding each GPU of `node`, from the store's running jobs (read at most once a
   // second for all nodes together).
   Result<std::map<std::string, std::vector<GpuTenant>>> tenantsOf(const std::string& node);
@@ -168,6 +179,21 @@ class AgentLink final : public AgentGateway {
   std::map<std::string, std::map<std::string, std::vector<GpuTenant>>> tenants_;
   // When the stored telemetry was last pruned (monotonic); guarded by tenants_mu_.
   std::optional<Micros> pruned_at_;
+
+  // Relayed log reads, by (job, task, stderr, offset): the request on its way or its answer.
+  struct LogRead {
+    int64_t request_id = 0;
+    std::string node;
+    uint64_t connection = 0;  // the connection it was sent on: a reconnected agent never answers
+    int64_t lease_epoch = 0;
+    Micros changed_at{0};  // monotonic: when sent, then when answered
+    bool answered = false;
+    Result<RemoteLogPiece> answer = RemoteLogPiece{};
+  };
+  using LogKey = std::tuple<int64_t, uint32_t, bool, uint64_t>;
+  std::mutex logs_mu_;  // never held while sending (send takes mu_)
+  std::map<LogKey, LogRead> log_reads_;
+  int64_t next_log_request_ = 0;
 };
 
 // The torchrun/NCCL rendezvous of one task of a multi-task job (the agent sets MASTER_ADDR,

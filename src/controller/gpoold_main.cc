@@ -107,7 +107,9 @@ int run(const std::string& config_path, bool once) {
       return 1;
     }
   }
-  JobService service(**store, registry, clock, &loop);
+  JobServiceOptions service_options;
+  service_options.log_relay = &gateway;  // logs of tasks on other servers, through their agents
+  JobService service(**store, registry, clock, &loop, service_options);
   if (once) {
     Result<PassReport> r = loop.runOnce();
     if (!r.ok()) {

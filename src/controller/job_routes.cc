@@ -153,7 +153,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
   if (!added.isOk()) return added;
 
   // A piece of a task's output; clients follow a log by polling with next_offset until
-  // `complete` (a handler never blocks an I/O thread waiting for output).
+  // `complete` (a handler never blocks an I/O thread waiting for output, nor for the agent of
+  // another server: `pending` asks the client to repeat the request shortly).
   added = router.add(
       net::Method::kGet, "/v1/jobs/{id}/log",
       authed(ctx, {"task", "stream", "offset", "limit"},
@@ -195,6 +196,7 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                                              {"size", chunk.size},
                                              {"state", api::jobStateName(chunk.state)},
                                              {"complete", chunk.complete},
+                                             {"pending", chunk.pending},
                                              {"data", chunk.data}});
              }));
   if (!added.isOk()) return added;

@@ -271,6 +271,31 @@ Result<std::vector<store::JobEvent>> JobService::events(const Caller& caller, in
   return store_.jobEvents(id);
 }
 
+namespace {
+
+// Sets where the next read starts and whether the log is complete, once `chunk->data` holds
+// what was read from `chunk->offset` of a file of `chunk->size` bytes. A UTF-8 sequence cut by
+// the end of the chunk is left for the next read (the JSON answer would replace its bytes),
+// unless it is the end of a finished log.
+void endChunk(api::JobState state, LogChunk* chunk) {
+  std::string& data = chunk->data;
+  size_t keep = data.size();
+  for (size_t back = 1; back <= 3 && back <= data.size(); ++back) {
+    auto c = static_cast<unsigned char>(data[data.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    if (need > back) keep = data.size() - back;
+    break;
+  }
+  bool at_end = chunk->offset + data.size() >= chunk->size;
+  if (!(at_end && api::isFinished(state))) data.resize(keep);
+  chunk->next_offset = chunk->offset + data.size();
+  // Finished, and read to the end: the file no longer grows (the task's processes are gone).
+  chunk->complete = api::isFinished(state) && chunk->next_offset >= chunk->size;
+}
+
+}  // namespace
+
 Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t task,
                                      bool stderr_stream, uint64_t offset, uint64_t max_bytes) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kReadLog));
@@ -303,8 +328,8 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
   }
   chunk.path = path;
   chunk.node = alloc->node;
-  // The agent writes the log on the task's node; the controller reads it directly, which works
-  // when they share the machine (gpool up, or a shared file system).
+  // The agent writes the log on the task's node; the controller reads it directly when they
+  // share the machine (gpool up, or a shared file system), else through the node's agent.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     int err = errno;
@@ -316,12 +341,34 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
         chunk.complete = api::isFinished(job.state);
         return chunk;
       }
+    }
+    // Not here, or here but the task user's (gpoold runs as its own user; the log belongs to
+    // the task's user, mode 0640): the task's agent reads it.
+    const bool relayable = err == ENOENT || err == EACCES || err == EPERM;
+    if (!relayable || (options_.log_relay == nullptr && err != ENOENT)) {
+      return Status::ioError("cannot open the log " + path + ": " + std::strerror(err));
+    }
+    if (options_.log_relay == nullptr) {
       return Status::notFound("the log of " + what + " task " + std::to_string(task) + " (" + path +
                               ") is not on the controller's machine: the task ran on " +
                               alloc->node + "; read it there (ssh " + alloc->node + " tail -f " +
                               path + ")");
     }
-    return Status::ioError("cannot open the log " + path + ": " + std::strerror(err));
+    RemoteLogRequest request{alloc->node, id, task, record.epoch, stderr_stream, offset, max_bytes};
+    GPOOL_ASSIGN_OR_RETURN(std::optional<RemoteLogPiece> piece,
+                           options_.log_relay->readRemoteLog(request));
+    if (!piece) {
+      chunk.pending = true;
+      return chunk;
+    }
+    if (!piece->found) {
+      chunk.complete = api::isFinished(job.state);
+      return chunk;
+    }
+    chunk.size = piece->size;
+    chunk.data = std::move(piece->data);
+    endChunk(job.state, &chunk);
+    return chunk;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -341,21 +388,7 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
     chunk.data.resize(static_cast<size_t>(got));
   }
   ::close(fd);
-  // Keep a UTF-8 sequence cut by the end of the chunk for the next read (the JSON answer would
-  // replace its bytes), unless it is the end of a finished log.
-  size_t keep = chunk.data.size();
-  for (size_t back = 1; back <= 3 && back <= chunk.data.size(); ++back) {
-    auto c = static_cast<unsigned char>(chunk.data[chunk.data.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-    size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-    if (need > back) keep = chunk.data.size() - back;
-    break;
-  }
-  bool at_end = offset + chunk.data.size() >= chunk.size;
-  if (!(at_end && api::isFinished(job.state))) chunk.data.resize(keep);
-  chunk.next_offset = offset + chunk.data.size();
-  // Finished, and read to the end: the file no longer grows (the task's processes are gone).
-  chunk.complete = api::isFinished(job.state) && chunk.next_offset >= chunk.size;
+  endChunk(job.state, &chunk);
   return chunk;
 }
 

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "controller/agent_gateway.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
 #include "store/store.h"
@@ -46,12 +47,18 @@ struct LogChunk {
   api::JobState state = api::JobState::kPending;  // the job's state when read
   // True when nothing more will come: the job has ended and everything was read.
   bool complete = false;
+  // True while the task's agent is asked for the piece (the log is on another server): no data
+  // yet, ask again with the same offset shortly.
+  bool pending = false;
 };
 
 struct JobServiceOptions {
   // The QoS of a job that names none (the scheduling loop's default level: the first
   // configured one; gpoold configures none, so "normal").
   std::string default_qos = "normal";
+  // Where the logs of tasks on other servers are read (gpoold: the AgentLink); null: only logs
+  // on the controller's machine are readable. Must outlive the service.
+  LogRelay* log_relay = nullptr;
 };
 
 class JobService {
@@ -91,8 +98,10 @@ class JobService {
   // A piece of one task's output log, read from the file the agent reported (docs/cli.md,
   // "gpool logs"): at most `max_bytes` from `offset`. Only the job's owner, the admin of its
   // group or an admin (JobAction::kReadLog). InvalidArgument for a task the job does not have;
-  // FailedPrecondition while the job has not started (no log yet); NotFound when the file is
-  // not on this machine (the task ran on another server: its agent holds the log).
+  // FailedPrecondition while the job has not started (no log yet). A log that is not on this
+  // machine is read through the log relay: `pending` until the task's agent answers
+  // (Unavailable when its agent is not connected); without a relay it is NotFound, naming the
+  // server and the path.
   Result<LogChunk> readLog(const Caller& caller, int64_t id, uint32_t task, bool stderr_stream,
                            uint64_t offset, uint64_t max_bytes);
 

@@ -8,6 +8,8 @@
 
 #include <cctype>
 
+#include "common/base64.h"
+
 namespace gpool::net {
 namespace {
 
@@ -40,33 +42,6 @@ bool isLowerHex(std::string_view s) {
 }
 
 }  // namespace
-
-std::string base64UrlEncode(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  size_t i = 0;
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(bytes[k]); };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(kAlphabet[(v >> 6) & 63]);
-    out.push_back(kAlphabet[v & 63]);
-  }
-  size_t rest = bytes.size() - i;
-  if (rest == 1) {
-    uint32_t v = byte(i) << 16;
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-  } else if (rest == 2) {
-    uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(kAlphabet[(v >> 6) & 63]);
-  }
-  return out;
-}
 
 Result<TokenParts> parseApiToken(std::string_view token) {
   size_t a = token.find('.');

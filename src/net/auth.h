@@ -49,9 +49,6 @@ std::string hashApiToken(std::string_view id, std::string_view secret);
 // Constant-time comparison of two equal-length strings (false if the lengths differ).
 bool constantTimeEquals(std::string_view a, std::string_view b);
 
-// base64url without padding (RFC 4648 section 5).
-std::string base64UrlEncode(std::string_view bytes);
-
 // Who a verified token belongs to.
 struct TokenIdentity {
   std::string user;

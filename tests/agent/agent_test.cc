@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent_test_util.h"
+#include "common/base64.h"
 #include "gpu/fake_backend.h"
 
 namespace gpool::agent {
@@ -376,6 +377,61 @@ TEST_F(AgentTest, SliceTaskGetsAVgpuRegion) {
   // The region is removed once the exit is reported.
   struct stat st;
   EXPECT_NE(::stat(region.c_str(), &st), 0);
+}
+
+// read_log (what gpoold relays for a task on another server) answers log_data with the bytes of
+// the task's own log from the offset, base64, and the file's size; a log that does not exist is
+// found=false; another attempt's log is refused, since a later attempt replaced it here.
+TEST_F(AgentTest, ReadLogAnswersWithAPieceOfTheTasksLog) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 4, {"echo", "hello world", "exit", "0"})}));
+  waitEnd("1.0");
+  (void)agent_->takeOutbox();
+  auto readLog = [&](json body) {
+    json request{{"request", 5},       {"job_id", 1}, {"task", 0},        {"lease_epoch", 4},
+                 {"stream", "stdout"}, {"offset", 0}, {"max_bytes", 1024}};
+    request.update(body);
+    agent_->handle(message("read_log", request));
+    std::vector<json> answers = take(*agent_, "log_data");
+    EXPECT_EQ(answers.size(), 1u) << request.dump();
+    return answers.empty() ? json::object() : answers[0]["body"];
+  };
+  json piece = readLog({{"offset", 6}, {"max_bytes", 3}});
+  EXPECT_EQ(piece["request"], 5);
+  EXPECT_EQ(piece["job_id"], 1);
+  EXPECT_EQ(piece["offset"], 6);
+  EXPECT_EQ(piece["found"], true);
+  EXPECT_EQ(piece["size"], 12);  // "hello world\n"
+  Result<std::string> bytes = base64Decode(piece.value("data", "?"));
+  ASSERT_TRUE(bytes.ok()) << piece.dump();
+  EXPECT_EQ(*bytes, "wor");
+  piece = readLog({{"offset", 12}});  // at the end: nothing more
+  EXPECT_EQ(piece["size"], 12);
+  EXPECT_EQ(piece["data"], "");
+  piece = readLog({{"stream", "stderr"}});
+  EXPECT_EQ(piece["found"], true);
+  EXPECT_EQ(piece["size"], 0);
+
+  piece = readLog({{"job_id", 99}});  // never ran here
+  EXPECT_EQ(piece["found"], false);
+  EXPECT_FALSE(piece.contains("error"));
+
+  piece = readLog({{"lease_epoch", 3}});
+  EXPECT_NE(piece.value("error", "").find("epoch 4 ran here since"), std::string::npos)
+      << piece.dump();
+  EXPECT_FALSE(piece.contains("data"));
+
+  agent_->handle(message("read_log", {{"request", 6},
+                                      {"job_id", 1},
+                                      {"task", 0},
+                                      {"lease_epoch", 4},
+                                      {"stream", "both"},
+                                      {"offset", 0},
+                                      {"max_bytes", 1024}}));
+  std::vector<json> errors = take(*agent_, "error");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0]["body"]["message"].get<std::string>().find("body.stream"), std::string::npos)
+      << errors[0].dump();
 }
 
 TEST_F(AgentTest, MalformedMessagesGetAnErrorNamingTheField) {

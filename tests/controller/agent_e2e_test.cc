@@ -5,6 +5,7 @@
 // create the test user and switch to it); skips otherwise. Waits poll the REST API every 20 ms
 // with an overall deadline; no sleeps as synchronisation.
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -78,8 +79,11 @@ struct Child {
   FILE* out = nullptr;
 };
 
-// Runs `argv`; with `capture`, its stdout comes back through a pipe.
-Child spawn(const std::vector<std::string>& args, bool capture) {
+// Runs `argv` (as `uid`:`gid` when `uid` is not 0, in `cwd` when set); with `capture`, its
+// stdout comes back through a pipe; with `out_prefix`, stdout and stderr go to
+// `<out_prefix>.out` and `<out_prefix>.err`.
+Child spawn(const std::vector<std::string>& args, bool capture, uid_t uid = 0, gid_t gid = 0,
+            const std::string& cwd = "", const std::string& out_prefix = "") {
   int fds[2] = {-1, -1};
   if (capture && ::pipe(fds) != 0) return {};
   std::vector<char*> argv;
@@ -92,6 +96,17 @@ Child spawn(const std::vector<std::string>& args, bool capture) {
       ::dup2(fds[1], STDOUT_FILENO);
       ::close(fds[0]);
       ::close(fds[1]);
+    }
+    if (!out_prefix.empty()) {
+      int out = ::open((out_prefix + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = ::open((out_prefix + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (out < 0 || err < 0) ::_exit(126);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+    }
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(126);
+    if (uid != 0 && (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0)) {
+      ::_exit(126);
     }
     ::execv(argv[0], argv.data());
     ::_exit(127);
@@ -138,6 +153,9 @@ bool eventually(const std::function<bool()>& done) {
 
 class AgentEndToEndTest : public ::testing::Test {
  protected:
+  // Whom gpoold runs as: root, or (the Debian package's way) an unprivileged user of its own.
+  virtual bool gpooldAsServiceUser() const { return false; }
+
   void SetUp() override {
     std::string why = ensureUser(kUser);
     if (!why.empty()) GTEST_SKIP() << why;
@@ -149,8 +167,16 @@ class AgentEndToEndTest : public ::testing::Test {
     std::ofstream(config) << "[controller]\nstore = \"" << dir_.file("gpool.db") << "\"\n"
                           << "sqlite_synchronous = \"NORMAL\"\nsocket = \"" << socket_ << "\"\n"
                           << "schedule_interval = \"1s\"\n[log]\nlevel = \"warn\"\n";
-    gpoold_ =
-        spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config", config}, true);
+    uid_t gpoold_uid = 0;
+    gid_t gpoold_gid = 0;
+    if (gpooldAsServiceUser()) {
+      const passwd* nobody = ::getpwnam("nobody");
+      ASSERT_NE(nobody, nullptr);
+      gpoold_uid = nobody->pw_uid;
+      gpoold_gid = nobody->pw_gid;
+    }
+    gpoold_ = spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config", config},
+                    true, gpoold_uid, gpoold_gid);
     ASSERT_EQ(readLine(gpoold_.out), "ready");
     agent_ =
         spawn({std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", "n1",
@@ -252,6 +278,73 @@ TEST_F(AgentEndToEndTest, ACancelledJobEndsCancelledAndItsProcessIsGone) {
   EXPECT_TRUE(waitState(id, "CANCELLED"));
   EXPECT_TRUE(eventually([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; }))
       << "process " << pid << " still exists";
+}
+
+// gpoold as its own unprivileged user (as the Debian package runs it, User=gpool): it may not
+// open a task's log (the task user's, mode 0640), so the log comes through the task's agent
+// (read_log / log_data), which is how every log of a task on another server comes.
+class AgentEndToEndAsServiceUserTest : public AgentEndToEndTest {
+ protected:
+  bool gpooldAsServiceUser() const override { return true; }
+
+  // `gpool --socket S args...` as the test user, in the test's directory; waits for it.
+  struct Output {
+    int rc = -1;
+    std::string out;
+    std::string err;
+  };
+  Output gpoolAsUser(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool", "--socket",
+                                  socket_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string prefix = dir_.file("gpool-" + std::to_string(++runs_));
+    Child child = spawn(argv, false, uid_, gid_, dir_.path(), prefix);
+    Output o;
+    int status = 0;
+    if (child.pid > 0 && !eventually([&] { return ::waitpid(child.pid, &status, WNOHANG) > 0; })) {
+      ::kill(child.pid, SIGKILL);
+      ::waitpid(child.pid, &status, 0);
+      return o;
+    }
+    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    o.out = slurp(prefix + ".out");
+    o.err = slurp(prefix + ".err");
+    return o;
+  }
+
+  int runs_ = 0;
+};
+
+TEST_F(AgentEndToEndAsServiceUserTest, LogsTheControllerCannotOpenComeThroughTheAgent) {
+  int64_t id = submitAsUser("echo first; echo second >&2; echo third");
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(waitState(id, "COMPLETED")) << job(id).dump();
+  const std::string log = job(id)["allocations"][0].value("stdout_log", "");
+  struct stat st {};
+  ASSERT_EQ(::stat(log.c_str(), &st), 0) << log;
+  EXPECT_EQ(st.st_uid, uid_);  // the task user's, not readable by gpoold's user
+  EXPECT_EQ(st.st_mode & 0004, 0u);
+  const passwd* nobody = ::getpwnam("nobody");
+  ASSERT_NE(nobody, nullptr);
+  std::string status = slurp("/proc/" + std::to_string(gpoold_.pid) + "/status");
+  EXPECT_NE(status.find("\nUid:\t" + std::to_string(nobody->pw_uid) + "\t"), std::string::npos)
+      << status;  // gpoold is not root: only the agent can open the log
+
+  Output out = gpoolAsUser({"logs", std::to_string(id)});
+  EXPECT_EQ(out.rc, 0) << out.err;
+  EXPECT_EQ(out.out, "first\nthird\n");
+  Output err = gpoolAsUser({"logs", std::to_string(id), "--stderr"});
+  EXPECT_EQ(err.rc, 0) << err.err;
+  EXPECT_EQ(err.out, "");
+  EXPECT_EQ(err.err, "second\n");
+
+  // gpool run streams a job's output through the agent too, and exits with its exit code.
+  Output run =
+      gpoolAsUser({"run", "--gpus", "1", "--", "/bin/sh", "-c", "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(run.rc, 3) << run.err;
+  EXPECT_EQ(run.out, "out\n");
+  EXPECT_NE(run.err.find("err\n"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("not on the controller"), std::string::npos) << run.err;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/job_spec.h"
+#include "common/base64.h"
 #include "controller/agent_link.h"
 #include "controller/api_routes.h"
 #include "controller/controller_fixture.h"
@@ -145,6 +146,13 @@ class FakeAgent {
     std::lock_guard lock(mu_);
     return received_.size();
   }
+  size_t countType(const std::string& type) {
+    std::lock_guard lock(mu_);
+    size_t n = 0;
+    for (const json& m : received_)
+      n += m.value("type", "") == type ? 1 : 0;
+    return n;
+  }
   // Waits for a disconnect whose reason contains `text`.
   bool waitDisconnect(const std::string& text) {
     std::unique_lock lock(mu_);
@@ -210,7 +218,10 @@ class AgentLinkTest : public ::testing::Test {
         std::make_unique<SchedulingLoop>(*store_, *registry_, *link_, realClock(), LoopOptions{});
     link_->attach(*loop_);
     link_->attachTelemetry(telemetry_);
-    service_ = std::make_unique<JobService>(*store_, *registry_, realClock(), loop_.get());
+    JobServiceOptions service_options;
+    service_options.log_relay = link_.get();
+    service_ = std::make_unique<JobService>(*store_, *registry_, realClock(), loop_.get(),
+                                            service_options);
     net::Router router;
     ApiRouteOptions api_options;
     api_options.telemetry = &telemetry_;
@@ -249,6 +260,19 @@ class AgentLinkTest : public ::testing::Test {
     if (!r.ok()) return -1;
     EXPECT_EQ(r->status, 201) << r->body;
     return json::parse(r->body)["ids"][0].get<int64_t>();
+  }
+
+  // Submits `command`, places it on `agent`'s node (one pass) and reports its task running there
+  // under the assignment's epoch (to `epoch`); the job id, or -1.
+  int64_t startRunning(FakeAgent& agent, const std::string& command, int64_t* epoch) {
+    int64_t id = submit(command);
+    size_t from = agent.receivedCount();
+    if (!loop_->runOnce().ok()) return -1;
+    auto assign = agent.waitType("assign", from);
+    if (!assign) return -1;
+    *epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
+    agent.send("task_update", taskUpdate(id, *epoch, "running"));
+    return agent.roundTrip() ? id : -1;
   }
 
   json job(int64_t id) {
@@ -412,6 +436,98 @@ TEST_F(AgentLinkTest, EveryTaskOfAMultiTaskJobHasItsLogsRecorded) {
     EXPECT_EQ(a.value("stderr_log", ""), dir + "/stderr.log") << j.dump();
   }
   EXPECT_EQ(j["state"], "RUNNING");
+}
+
+// A log that is not on the controller's machine comes through the agent of the task's server:
+// the route answers `pending` and sends read_log once, the agent's log_data is handed to the
+// next identical request (once), a stray answer is dropped, the agent's refusal is 409 and a
+// server without its agent 503 naming it.
+TEST_F(AgentLinkTest, LogsOfTasksOnOtherServersComeThroughTheirAgent) {
+  auto agent = helloAgent("n1");
+  int64_t epoch = 0;
+  int64_t id = startRunning(*agent, "echo hi", &epoch);  // logs under /x/0: not here
+  ASSERT_GT(id, 0);
+  const std::string log = "/v1/jobs/" + std::to_string(id) + "/log?stream=stderr&offset=0";
+
+  size_t from = agent->receivedCount();
+  json first = getJson(log);
+  EXPECT_EQ(first["pending"], true) << first.dump();
+  EXPECT_EQ(first["data"], "");
+  EXPECT_EQ(first["next_offset"], 0);
+  EXPECT_EQ(first["node"], "n1");
+  auto read = agent->waitType("read_log", from);
+  ASSERT_TRUE(read.has_value());
+  const json& ask = (*read)["body"];
+  EXPECT_EQ(ask["job_id"], id);
+  EXPECT_EQ(ask["task"], 0);
+  EXPECT_EQ(ask["lease_epoch"], epoch);
+  EXPECT_EQ(ask["stream"], "stderr");
+  EXPECT_EQ(ask["offset"], 0);
+  EXPECT_EQ(ask["max_bytes"], kMaxRelayedLogBytes);
+  // Asked again before the agent answered: still pending, nothing sent twice.
+  EXPECT_EQ(getJson(log)["pending"], true);
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(agent->countType("read_log"), 1u);
+
+  json answer{{"request", ask["request"]},
+              {"job_id", id},
+              {"task", 0},
+              {"lease_epoch", epoch},
+              {"stream", "stderr"},
+              {"offset", 0},
+              {"found", true},
+              {"size", 10},
+              {"data", base64Encode("hello\nw\xc3")}};  // cut inside the 2-byte "\xc3\xa9"
+  json stray = answer;
+  stray["request"] = ask["request"].get<int64_t>() + 1000;
+  stray["data"] = base64Encode("not this");
+  agent->send("log_data", stray);
+  agent->send("log_data", answer);
+  ASSERT_TRUE(agent->roundTrip());
+  json got = getJson(log);
+  EXPECT_EQ(got["pending"], false) << got.dump();
+  EXPECT_EQ(got["data"], "hello\nw");  // the cut character is left for the next read
+  EXPECT_EQ(got["next_offset"], 7);
+  EXPECT_EQ(got["size"], 10);
+  EXPECT_EQ(got["complete"], false);
+  EXPECT_EQ(got["path"], "/x/0/stderr.log");
+
+  // Handed out once: the same request again asks the agent again; this time it refuses.
+  from = agent->receivedCount();
+  EXPECT_EQ(getJson(log)["pending"], true);
+  read = agent->waitType("read_log", from);
+  ASSERT_TRUE(read.has_value());
+  answer["request"] = (*read)["body"]["request"];
+  answer.erase("data");
+  answer.erase("found");
+  answer["error"] = "the log of job under lease epoch 1 is gone: epoch 2 ran here since";
+  agent->send("log_data", answer);
+  ASSERT_TRUE(agent->roundTrip());
+  auto refused = http_->get(log);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 409) << refused->body;
+  EXPECT_NE(refused->body.find("the agent of node n1"), std::string::npos) << refused->body;
+
+  // Data that is not base64 is an error naming the field.
+  from = agent->receivedCount();
+  answer["data"] = "!!!!";
+  agent->send("log_data", answer);
+  auto error = agent->waitType("error", from);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE((*error)["body"]["message"].get<std::string>().find("body.data"), std::string::npos)
+      << error->dump();
+
+  // The agent goes away: its server's logs are unavailable, naming it.
+  agent.reset();
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (link_->connected("n1") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  auto gone = http_->get(log);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->status, 503) << gone->body;
+  EXPECT_NE(gone->body.find("node n1, whose agent is not connected"), std::string::npos)
+      << gone->body;
 }
 
 // Both tasks of a two-task job on one server get the rendezvous: ranks by task, the server's
@@ -727,13 +843,10 @@ json gpuSample(const std::string& uuid, int index, int util, int mem_used,
 TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
   auto agent = helloAgent("n1");
   // A job runs on one GPU before the GPUs go bad.
-  int64_t first = submit("sleep 100");
+  int64_t epoch = 0;
+  int64_t first = startRunning(*agent, "sleep 100", &epoch);
+  ASSERT_GT(first, 0);
   size_t from = agent->receivedCount();
-  ASSERT_TRUE(loop_->runOnce().ok());
-  auto assign = agent->waitType("assign", from);
-  ASSERT_TRUE(assign.has_value());
-  int64_t epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
-  agent->send("task_update", taskUpdate(first, epoch, "running"));
   ASSERT_TRUE(waitJobState(first, "RUNNING"));
 
   agent->send("health",
