@@ -174,13 +174,14 @@ constexpr const char* kJobColumns =
     "array_index, submit_time, start_time, end_time, placement_json, epoch, exit_code, reason, "
     "requeue_count, uid, hold";
 
-JobRecord jobFromRow(const SqlRow& r) {
+// Takes the row's large texts (the spec and the placement) instead of copying them.
+JobRecord jobFromRow(SqlRow& r) {
   JobRecord j;
   j.id = r.integer(0);
   j.user = r.text(1);
   j.group = r.text(2);
   j.state = r.text(3);
-  j.spec_json = r.text(4);
+  j.spec_json = r.takeText(4);
   j.gpu_thousandths = static_cast<uint32_t>(r.integer(5));
   j.priority = static_cast<int32_t>(r.integer(6));
   j.array_parent = r.optInteger(7);
@@ -188,7 +189,7 @@ JobRecord jobFromRow(const SqlRow& r) {
   j.submit_time = fromUnixMicros(r.integer(9));
   j.start_time = optTime(r, 10);
   j.end_time = optTime(r, 11);
-  j.placement_json = r.text(12);
+  j.placement_json = r.takeText(12);
   j.epoch = r.integer(13);
   if (auto v = r.optInteger(14)) j.exit_code = static_cast<int32_t>(*v);
   j.reason = r.text(15);
@@ -617,7 +618,8 @@ Result<JobPage> SqlStore::listJobs(const JobFilter& filter) {
   Status txn_status = transact(false, [&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
     page.jobs.clear();
-    for (const auto& r : rows)
+    page.jobs.reserve(rows.size());
+    for (auto& r : rows)
       page.jobs.push_back(jobFromRow(r));
     return Status::ok();
   });
@@ -929,7 +931,8 @@ Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::str
   Status txn_status = transact(false, [&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
     jobs.clear();
-    for (const auto& r : rows)
+    jobs.reserve(rows.size());
+    for (auto& r : rows)
       jobs.push_back(jobFromRow(r));
     return Status::ok();
   });

@@ -87,17 +87,19 @@ class SqliteConnection final : public SqlConnection {
         return s;
       }
       int n = sqlite3_column_count(stmt);
-      std::vector<std::optional<std::string>> values;
-      values.reserve(static_cast<size_t>(n));
+      SqlRow& row = rows.emplace_back();
+      row.reserve(static_cast<size_t>(n));
       for (int c = 0; c < n; ++c) {
-        if (sqlite3_column_type(stmt, c) == SQLITE_NULL) {
-          values.emplace_back(std::nullopt);
-        } else {
-          const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(stmt, c));
-          values.emplace_back(std::string(t, static_cast<size_t>(sqlite3_column_bytes(stmt, c))));
+        switch (sqlite3_column_type(stmt, c)) {
+          case SQLITE_NULL: row.addNull(); break;
+          case SQLITE_INTEGER: row.addInteger(sqlite3_column_int64(stmt, c)); break;
+          case SQLITE_FLOAT: row.addReal(sqlite3_column_double(stmt, c)); break;
+          default: {
+            const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(stmt, c));
+            row.addText(std::string_view(t, static_cast<size_t>(sqlite3_column_bytes(stmt, c))));
+          }
         }
       }
-      rows.emplace_back(std::move(values));
     }
     sqlite3_reset(stmt);
     return rows;
