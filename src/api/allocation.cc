@@ -47,6 +47,7 @@ json toJson(const Allocation& allocation) {
   if (!allocation.stdout_log.empty()) j["stdout_log"] = allocation.stdout_log;
   if (!allocation.stderr_log.empty()) j["stderr_log"] = allocation.stderr_log;
   if (!allocation.shell_socket.empty()) j["shell_socket"] = allocation.shell_socket;
+  if (allocation.rendezvous_port != 0) j["rendezvous_port"] = allocation.rendezvous_port;
   return j;
 }
 
@@ -60,6 +61,7 @@ Status fromJson(const json& j, Allocation* out, std::string_view path) {
   r.string("stdout_log", &out->stdout_log);
   r.string("stderr_log", &out->stderr_log);
   r.string("shell_socket", &out->shell_socket);
+  r.integer("rendezvous_port", &out->rendezvous_port, Presence::kOptional, 0u, 65535u);
   if (r.ok()) {
     Status s = validateNodeName(out->node);
     if (!s.isOk()) r.fail("node", s.message());

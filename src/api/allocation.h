@@ -39,6 +39,10 @@ struct Allocation {
   std::string stdout_log;
   std::string stderr_log;
   std::string shell_socket;
+  // The MASTER_PORT of a job of several tasks (on the server of task 0), chosen at placement so
+  // that no two running jobs whose task 0 shares a server get the same one; 0: none (a job of
+  // one task, or placed before ports were chosen: the id formula of rendezvousFor applies).
+  uint32_t rendezvous_port = 0;
   bool operator==(const Allocation&) const = default;
 
   // The UUIDs of the allocated GPUs, in slice order.

@@ -33,6 +33,20 @@ struct TaskAssignment {
   std::vector<std::string> task_nodes;
 };
 
+// The rendezvous ports: from PyTorch's default MASTER_PORT, kRendezvousPorts of them. The
+// scheduling loop gives each job of several tasks the first free one (among the running jobs
+// whose task 0 is on the same server) from its preferred port (rendezvousPreferredPort) on, and
+// stores it in the allocations.
+inline constexpr uint32_t kRendezvousBasePort = 29500;
+inline constexpr uint32_t kRendezvousPorts = 4096;
+
+// Where a job's search for a free port starts, and its port when none was stored (placements
+// from before ports were chosen): the base plus the id modulo kRendezvousPorts.
+inline uint32_t rendezvousPreferredPort(int64_t job_id) {
+  return kRendezvousBasePort +
+         static_cast<uint32_t>(static_cast<uint64_t>(job_id) % kRendezvousPorts);
+}
+
 // The server of each task of a job, by task index, from its allocations (one per task): what
 // TaskAssignment::task_nodes holds.
 inline std::vector<std::string> taskNodesOf(const std::vector<api::Allocation>& allocations) {

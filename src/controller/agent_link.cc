@@ -421,13 +421,12 @@ json assignmentJson(int64_t job_id, uint32_t task, int32_t attempt, int64_t leas
 }  // namespace
 
 std::optional<TaskRendezvous> rendezvousFor(
-    int64_t job_id, uint32_t task, const std::vector<std::string>& task_nodes,
+    int64_t job_id, uint32_t task, const std::vector<std::string>& task_nodes, uint32_t port,
     const std::function<std::string(const std::string&)>& address_of) {
   if (task_nodes.size() < 2 || task >= task_nodes.size()) return std::nullopt;
   TaskRendezvous r;
   r.master_addr = address_of ? address_of(task_nodes[0]) : task_nodes[0];
-  r.master_port =
-      kRendezvousBasePort + static_cast<uint32_t>(static_cast<uint64_t>(job_id) % kRendezvousPorts);
+  r.master_port = port != 0 ? port : rendezvousPreferredPort(job_id);
   r.world_size = static_cast<uint32_t>(task_nodes.size());
   r.rank = task;
   std::vector<std::string> servers;  // in the order of their first task
@@ -460,7 +459,8 @@ json taskEntryJson(const TaskAssignment& a,
     const api::Slice& s = a.allocation.slices[0];
     launch["slice"] = json{{"memory_mib", s.memory_mib}, {"compute_milli", s.compute_milli}};
   }
-  if (std::optional<TaskRendezvous> r = rendezvousFor(a.job_id, a.task, a.task_nodes, address_of)) {
+  if (std::optional<TaskRendezvous> r =
+          rendezvousFor(a.job_id, a.task, a.task_nodes, a.allocation.rendezvous_port, address_of)) {
     launch["rendezvous"] = json{{"master_addr", r->master_addr}, {"master_port", r->master_port},
                                 {"world_size", r->world_size},   {"rank", r->rank},
                                 {"local_rank", r->local_rank},   {"node_rank", r->node_rank}};

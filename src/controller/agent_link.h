@@ -207,17 +207,12 @@ struct TaskRendezvous {
   uint32_t node_rank = 0;   // its server's place among the job's servers, in task order
 };
 
-// The first port of the rendezvous range: PyTorch's default MASTER_PORT. A job's port is this
-// plus its id modulo kRendezvousPorts, so that jobs whose first task shares a server get
-// different ports unless their ids differ by a multiple of 4096.
-inline constexpr uint32_t kRendezvousBasePort = 29500;
-inline constexpr uint32_t kRendezvousPorts = 4096;
-
 // The rendezvous of task `task` of job `job_id` whose tasks run on `task_nodes` (by task index);
-// nullopt for a job of one task or a task outside the list. `address_of` maps a server's name
-// to the address its peers reach it by (its hostname); null: the name itself.
+// nullopt for a job of one task or a task outside the list. `port`: the job's stored port, 0 for
+// rendezvousPreferredPort. `address_of` maps a server's name to the address its peers reach it
+// by (its hostname); null: the name itself.
 std::optional<TaskRendezvous> rendezvousFor(
-    int64_t job_id, uint32_t task, const std::vector<std::string>& task_nodes,
+    int64_t job_id, uint32_t task, const std::vector<std::string>& task_nodes, uint32_t port = 0,
     const std::function<std::string(const std::string&)>& address_of = nullptr);
 
 // The task entry of `desired_state` / `assign` for one assignment (docs/agent-protocol.md).

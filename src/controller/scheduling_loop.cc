@@ -298,9 +298,24 @@ Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
 Status SchedulingLoop::persistStart(
     const sched::StartDecision& start, const store::JobRecord& record,
     const sched::ClusterState& cluster,
-    const std::function<std::optional<int64_t>(const std::string&)>& grace_of, PassReport& report) {
+    const std::function<std::optional<int64_t>(const std::string&)>& grace_of,
+    std::map<std::string, std::set<uint32_t>>& rendezvous_ports, PassReport& report) {
   GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
   std::vector<api::Allocation> allocations = apiAllocationsFor(start.allocation, cluster, job.spec);
+  const std::vector<std::string> task_nodes = taskNodesOf(allocations);
+  if (task_nodes.size() >= 2) {
+    // torchrun's MASTER_PORT on the server of task 0: the first one from the job's preferred
+    // port that no running job with its task 0 there holds (wrapping within the range).
+    std::set<uint32_t>& taken = rendezvous_ports[task_nodes[0]];
+    const uint32_t preferred = rendezvousPreferredPort(record.id);
+    uint32_t port = preferred;
+    for (uint32_t k = 0; k < kRendezvousPorts && taken.count(port); ++k) {
+      port = kRendezvousBasePort + (preferred - kRendezvousBasePort + k + 1) % kRendezvousPorts;
+    }
+    taken.insert(port);
+    for (api::Allocation& a : allocations)
+      a.rendezvous_port = port;
+  }
   Result<int64_t> epoch =
       store_.recordPlacement(record.id, store::placementJsonFor(allocations), clock_.now(),
                              start.backfilled ? "backfilled" : "placed");
@@ -310,7 +325,6 @@ Status SchedulingLoop::persistStart(
     return epoch.status();
   }
   ++report.started;
-  const std::vector<std::string> task_nodes = taskNodesOf(allocations);
   for (const api::Allocation& a : allocations) {
     TaskAssignment assignment;
     assignment.job_id = record.id;
@@ -350,6 +364,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> records,
                          store_.jobsInStates({"PENDING", "RUNNING", "COMPLETING"}));
   std::unordered_map<int64_t, const store::JobRecord*> by_id;
+  std::map<std::string, std::set<uint32_t>> rendezvous_ports;  // see persistStart
   std::vector<sched::Job> jobs;
   jobs.reserve(records.size());
   const std::string default_qos = defaultQos(options_.scheduler);
@@ -389,6 +404,11 @@ Result<PassReport> SchedulingLoop::runOnce() {
       sj.array_limit = *spec->array_max_parallel;
     }
     if (record.state != "PENDING") {
+      const std::vector<std::string> nodes = taskNodesOf(job.allocations);
+      if (nodes.size() >= 2 && !job.allocations.empty()) {
+        uint32_t port = job.allocations[0].rendezvous_port;
+        rendezvous_ports[nodes[0]].insert(port != 0 ? port : rendezvousPreferredPort(record.id));
+      }
       auto allocs = schedAllocationsFor(job.allocations, cluster);
       if (!allocs) continue;  // on a node not registered (yet): invisible to this pass
       bool applied = true;
@@ -450,8 +470,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
     return g == qos_grace.end() ? std::nullopt : std::optional<int64_t>(g->second);
   };
   for (const sched::StartDecision& start : decisions.starts) {
-    GPOOL_RETURN_IF_ERROR(
-        persistStart(start, *by_id.at(static_cast<int64_t>(start.job)), cluster, graceOf, report));
+    GPOOL_RETURN_IF_ERROR(persistStart(start, *by_id.at(static_cast<int64_t>(start.job)), cluster,
+                                       graceOf, rendezvous_ports, report));
   }
   for (const sched::PreemptDecision& p : decisions.preemptions) {
     const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));

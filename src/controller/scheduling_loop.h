@@ -145,9 +145,13 @@ class SchedulingLoop final : public JobListener {
   Status failJobsOnDownNodes(PassReport& report);
   // `grace_of(spec.qos)`: the job's QoS grace_time (SIGTERM to SIGKILL at the time limit);
   // nullopt: the agent's default.
+  // `rendezvous_ports`: by server, the MASTER_PORTs of the running jobs of several tasks whose
+  // task 0 is there; a job of several tasks started here takes the first free one from its
+  // preferred port and adds it.
   Status persistStart(const sched::StartDecision& start, const store::JobRecord& record,
                       const sched::ClusterState& cluster,
                       const std::function<std::optional<int64_t>(const std::string&)>& grace_of,
+                      std::map<std::string, std::set<uint32_t>>& rendezvous_ports,
                       PassReport& report);
 
   store::Store& store_;

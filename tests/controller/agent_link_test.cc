@@ -581,7 +581,7 @@ TEST(RendezvousTest, RanksFollowTasksAndServers) {
   const uint32_t expect_local[] = {0, 0, 1, 1, 0};
   const uint32_t expect_node[] = {0, 1, 0, 1, 2};
   for (uint32_t task = 0; task < nodes.size(); ++task) {
-    auto r = rendezvousFor(4100, task, nodes, address);
+    auto r = rendezvousFor(4100, task, nodes, 0, address);
     ASSERT_TRUE(r.has_value()) << task;
     EXPECT_EQ(r->master_addr, "b.example");
     EXPECT_EQ(r->master_port, kRendezvousBasePort + 4);  // 4100 % 4096
@@ -590,9 +590,9 @@ TEST(RendezvousTest, RanksFollowTasksAndServers) {
     EXPECT_EQ(r->local_rank, expect_local[task]) << task;
     EXPECT_EQ(r->node_rank, expect_node[task]) << task;
   }
-  EXPECT_EQ(rendezvousFor(7, 5, nodes, address), std::nullopt);  // no such task
-  EXPECT_EQ(rendezvousFor(7, 0, {"a"}, address), std::nullopt);  // one task
-  EXPECT_EQ(rendezvousFor(7, 1, nodes)->master_addr, "b");       // no address book: the name
+  EXPECT_EQ(rendezvousFor(7, 5, nodes, 0, address), std::nullopt);  // no such task
+  EXPECT_EQ(rendezvousFor(7, 0, {"a"}, 0, address), std::nullopt);  // one task
+  EXPECT_EQ(rendezvousFor(7, 1, nodes)->master_addr, "b");          // no address book: the name
 
   TaskAssignment one;
   one.job_id = 7;

@@ -286,6 +286,39 @@ TEST_F(SchedulingLoopTest, MultiTaskJobEndsWhenEveryTaskEnded) {
   EXPECT_EQ(state(id), "COMPLETED");
 }
 
+// Two jobs of several tasks whose task 0 shares a server never get the same MASTER_PORT, even
+// when their ids differ by a multiple of the port range (4096): the later one takes the next
+// free port, stored with its placement so that a restarted controller sends the same one.
+TEST_F(SchedulingLoopTest, RendezvousPortsOfJobsOnOneServerDiffer) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
+  api::JobSpec two = makeSpec(1000);
+  two.tasks = 2;
+  int64_t first = submit(two);
+  EXPECT_EQ(pass().started, 1u);
+  // 4095 array elements between them, waiting on the first job (never placed meanwhile).
+  api::JobSpec waiting = makeSpec(1000);
+  waiting.array = *api::parseArraySpec("0-4094");
+  waiting.dependencies = {
+      api::Dependency{api::DependencyKind::kAfterOk, static_cast<uint64_t>(first)}};
+  submit(waiting);
+  int64_t second = submit(two);
+  ASSERT_EQ(second - first, int64_t{kRendezvousPorts});
+  EXPECT_EQ(pass().started, 1u);
+  ASSERT_EQ(gateway_.forJob(first).size(), 2u);
+  ASSERT_EQ(gateway_.forJob(second).size(), 2u);
+  const uint32_t port = rendezvousPreferredPort(first);
+  ASSERT_EQ(port, rendezvousPreferredPort(second));  // the id formula alone would collide
+  for (const TaskAssignment& a : gateway_.forJob(first))
+    EXPECT_EQ(a.allocation.rendezvous_port, port);
+  for (const TaskAssignment& a : gateway_.forJob(second))
+    EXPECT_EQ(a.allocation.rendezvous_port, port + 1);
+  // Stored: what a reconnected agent's desired state and the API show.
+  auto job = store::loadApiJob(*ctl_->store, second);
+  ASSERT_TRUE(job.ok());
+  for (const api::Allocation& a : job->allocations)
+    EXPECT_EQ(a.rendezvous_port, port + 1);
+}
+
 // A multi-task job's exit code is the highest of its tasks' (srun's rule), whatever their order.
 TEST_F(SchedulingLoopTest, MultiTaskJobExitsWithItsTasksHighestCode) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
