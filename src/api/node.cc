@@ -235,6 +235,7 @@ json toJson(const Node& node) {
   putQuantity(j, "cpus", Quantity::kCpuMillis, node.cpus_milli);
   putQuantity(j, "ram", Quantity::kMemoryMiB, node.ram_mib);
   if (node.last_seen) j["last_seen_us"] = toUnixMicros(*node.last_seen);
+  if (!node.health_reason.empty()) j["health_reason"] = node.health_reason;
   return j;
 }
 
@@ -246,6 +247,7 @@ Status fromJson(const json& j, Node* out, std::string_view path) {
   r.quantity("ram", Quantity::kMemoryMiB, &out->ram_mib, Presence::kRequired);
   r.parsed("state", &out->state, &parseNodeState);
   r.string("state_reason", &out->state_reason);
+  r.string("health_reason", &out->health_reason);
   r.objectList("gpus", &out->gpus, Presence::kOptional, 1024);
   r.optionalTime("last_seen_us", &out->last_seen);
   if (r.ok()) {

@@ -117,6 +117,9 @@ struct Node {
   uint64_t ram_mib = 0;
   NodeState state = NodeState::kIdle;
   std::string state_reason;  // why DRAINING/DRAINED/DOWN (the drain reason); else empty
+  // The agent's findings about the server itself rather than one GPU (the driver, a GPU that
+  // went missing from the inventory), "; "-separated; empty when it has none.
+  std::string health_reason;
   std::vector<Gpu> gpus;
   std::optional<TimePoint> last_seen;  // when the agent last reported
   bool operator==(const Node&) const = default;

@@ -246,6 +246,10 @@ std::string formatNodes(const std::vector<api::Node>& nodes,
       {"NODE", "STATE", "GPUS", "SLICES(free/used)", "CPU(used/total)", "MEM(used/total)"}, rows,
       {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight});
   if (simulated) out += "(some GPUs are simulated by the fake backend)\n";
+  // What the agents found wrong with the servers themselves (a GPU missing, the driver).
+  for (const api::Node& node : nodes) {
+    if (!node.health_reason.empty()) out += node.name + ": " + node.health_reason + "\n";
+  }
   return out;
 }
 

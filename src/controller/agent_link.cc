@@ -929,8 +929,14 @@ Status AgentLink::onHealth(const SessionPtr& session, const json& body) {
   // Per GPU: unhealthy when a finding says so; degraded for other warnings about the GPU
   // itself (process and memory hygiene findings leave it as it is: the kill policy acts).
   std::map<std::string, std::pair<api::GpuHealth, std::string>> health;
+  std::string node_reason;  // findings about the server itself
   for (const FindingJson& f : findings) {
-    if (f.gpu_uuid.empty()) continue;
+    if (f.gpu_uuid.empty()) {
+      if (f.severity == "info" && !f.unhealthy) continue;
+      if (!node_reason.empty()) node_reason += "; ";
+      node_reason += f.message.empty() ? f.check : f.message;
+      continue;
+    }
     if (f.check == "stray_process" || f.check == "dead_task_process" ||
         f.check == "leaked_memory") {
       continue;
@@ -947,7 +953,7 @@ Status AgentLink::onHealth(const SessionPtr& session, const json& body) {
       reason += "; " + what;
     }
   }
-  Result<bool> changed = registry_.setGpuHealth(session->node, health);
+  Result<bool> changed = registry_.setGpuHealth(session->node, health, node_reason);
   if (!changed.ok()) {
     spdlog::error("node {}: cannot record GPU health: {}", session->node,
                   changed.status().toString());
@@ -958,6 +964,7 @@ Status AgentLink::onHealth(const SessionPtr& session, const json& body) {
       spdlog::warn("node {} GPU {}: {} ({})", session->node, uuid, api::gpuHealthName(h.first),
                    h.second);
     }
+    if (!node_reason.empty()) spdlog::warn("node {}: {}", session->node, node_reason);
     if (health.empty()) spdlog::info("node {}: every GPU healthy again", session->node);
     if (loop_) loop_->jobsChanged();
   }

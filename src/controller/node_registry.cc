@@ -138,7 +138,8 @@ Result<std::vector<std::string>> NodeRegistry::expireSilent() {
 
 Result<bool> NodeRegistry::setGpuHealth(
     const std::string& name,
-    const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health) {
+    const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health,
+    const std::string& node_reason) {
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Status::notFound("health of unknown node '" + name + "'");
@@ -148,12 +149,13 @@ Result<bool> NodeRegistry::setGpuHealth(
     gpu.health = h == health.end() ? api::GpuHealth::kHealthy : h->second.first;
     gpu.health_reason = h == health.end() ? std::string() : h->second.second;
   }
+  changed.health_reason = node_reason;
   if (changed == it->second) return false;
   GPOOL_RETURN_IF_ERROR(saveLocked(changed));
   // One "health" change for the node, naming every GPU that is not healthy, so that a watcher
   // (the dashboard, gpool watch) sees a GPU leave and rejoin scheduling as it happens.
   NodeChange change = changeOf(changed, "health");
-  change.reason.clear();
+  change.reason = changed.health_reason;
   for (const api::Gpu& gpu : changed.gpus) {
     if (gpu.health == api::GpuHealth::kHealthy) continue;
     if (!change.reason.empty()) change.reason += "; ";

@@ -76,11 +76,14 @@ class NodeRegistry {
 
   // The health an agent reports for the GPUs of `name` (its `health` findings): each GPU in
   // `health` takes that state and reason, every other GPU of the node is healthy. Unhealthy GPUs
-  // receive no new work (the loop's snapshot reads it); running work stays. Written to the
-  // store only when something changed; returns whether it did. NotFound for an unknown node.
+  // receive no new work (the loop's snapshot reads it); running work stays. `node_reason`: the
+  // findings about the server itself (api::Node::health_reason; shown, not acted on). Written
+  // to the store only when something changed; returns whether it did. NotFound for an unknown
+  // node.
   Result<bool> setGpuHealth(
       const std::string& name,
-      const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health);
+      const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health,
+      const std::string& node_reason = "");
 
   // Admin drain / resume. Drain: no new work on the node (DRAINING); resume: back to IDLE.
   Status drain(const std::string& name, const std::string& reason);

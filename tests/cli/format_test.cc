@@ -124,6 +124,7 @@ TEST(FormatNodes, GpusSlicesCpuAndMemory) {
   b.gpus.resize(1);
   b.gpus[0].model = "H100";
   b.gpus[0].simulated = true;
+  b.health_reason = "3 GPUs found, 4 expected";
   api::Job one = runningJob(1, "gpu-01", kT0);
   api::Job two = runningJob(2, "gpu-01", kT0);
   api::Job ended = runningJob(3, "gpu-01", kT0);
@@ -139,7 +140,8 @@ TEST(FormatNodes, GpusSlicesCpuAndMemory) {
             "16G/512G\n"
             "gpu-02  DRAINED (maintenance)  1x H100                1/0             0/64          "
             "0M/512G\n"
-            "(some GPUs are simulated by the fake backend)\n");
+            "(some GPUs are simulated by the fake backend)\n"
+            "gpu-02: 3 GPUs found, 4 expected\n");
 }
 
 }  // namespace

@@ -853,7 +853,10 @@ TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
               {{"findings",
                 json::array({finding("xid", "GPU-n1-0", true, "GPU 0: XID 79 (fell off the bus)"),
                              finding("too_hot", "GPU-n1-1", true, "GPU 1 at 95 C"),
-                             finding("stray_process", "GPU-n1-1", false, "pid 7 on GPU 1")})},
+                             finding("stray_process", "GPU-n1-1", false, "pid 7 on GPU 1"),
+                             finding("driver_mismatch", "", false,
+                                     "driver 535 here, 550 on "
+                                     "the other servers")})},
                {"time_us", 1}});
   ASSERT_TRUE(agent->roundTrip());
   auto g = gpus();
@@ -865,6 +868,8 @@ TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
   ASSERT_EQ(node["gpus"].size(), 2u);
   EXPECT_EQ(node["gpus"][0]["health"], "unhealthy");
   EXPECT_EQ(node["gpus"][0]["health_reason"], "GPU 0: XID 79 (fell off the bus)");
+  // A finding about the server itself shows on the node.
+  EXPECT_EQ(node.value("health_reason", ""), "driver 535 here, 550 on the other servers");
 
   // No new work lands on the node; the running job stays.
   int64_t second = submit("echo hi");
@@ -888,6 +893,7 @@ TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
   EXPECT_EQ(g["GPU-n1-0"]["health"], "healthy");
   EXPECT_EQ(g["GPU-n1-0"]["health_reason"], "");
   EXPECT_EQ(g["GPU-n1-1"]["health"], "degraded");
+  EXPECT_FALSE(getJson("/v1/nodes/n1").contains("health_reason"));  // no longer reported
   from = agent->receivedCount();
   ASSERT_TRUE(loop_->runOnce().ok());
   auto placed = agent->waitFor(
