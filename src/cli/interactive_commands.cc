@@ -88,6 +88,9 @@ struct LogCursor {
   std::string state;
   // gpool run: the log is on another server (no output here; the job's end still counts).
   bool elsewhere = false;
+  // gpool run: why the last read failed because the task's server had no agent connected
+  // (asked again until the job ends); empty after a read that worked.
+  std::string unreachable;
   // gpool run with labels: the start of a line whose end has not been read yet.
   std::string partial;
 };
@@ -385,6 +388,7 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
       if (c->complete || c->elsewhere) continue;
       Status s = readNext(api, c);
       if (s.isOk()) {
+        c->unreachable.clear();
         writeLabelled(c->stderr_stream ? stderr : stdout, c, labels[i]);
         progressed = progressed || !c->data.empty();
         relaying = relaying || c->pending;
@@ -399,9 +403,24 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
         continue;
       }
       done = false;
-      if (s.code() == StatusCode::kUnavailable) return s;
+      // The task's server has no agent connected (or gpoold is gone: fetchJob says so next):
+      // ask again; the agent may be back before the job ends.
+      if (s.code() == StatusCode::kUnavailable) {
+        c->unreachable = s.message();
+        continue;
+      }
     }
     GPOOL_ASSIGN_OR_RETURN(api::Job job, fetchJob(api, id));
+    if (api::isFinished(job.state) && !done) {
+      // Ended while a task's server could not be reached: its output cannot come any more.
+      for (LogCursor& c : cursors) {
+        if (c.complete || c.elsewhere || c.unreachable.empty()) continue;
+        c.elsewhere = true;
+        if (!c.stderr_stream) {
+          std::fprintf(stderr, "gpool: %s (its output is not shown)\n", c.unreachable.c_str());
+        }
+      }
+    }
     if (job.state == api::JobState::kPending && !said_pending) {
       std::fprintf(stderr, "%s; waiting for it to start\n", pendingLine(job).c_str());
       said_pending = true;
