@@ -335,7 +335,9 @@ function renderNodes() {
     const seen = n.last_seen_us ? duration((Date.now() * 1000 - n.last_seen_us) / 1e6) + ' ago' : '';
     return el('tr', { dataset: { node: n.name, state: n.state } },
       el('th', { scope: 'row' }, n.name), el('td', { class: 'state' }, n.state),
-      el('td', {}, n.state_reason || ''), el('td', {}, String((n.gpus || []).length)),
+      // The drain/down reason, then what the agent found wrong with the server itself.
+      el('td', {}, [n.state_reason, n.health_reason].filter(Boolean).join('; ')),
+      el('td', {}, String((n.gpus || []).length)),
       el('td', {}, seen), el('td', {}, actions));
   });
   $('nodes').tBodies[0].replaceChildren(...rows);
