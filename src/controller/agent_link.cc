@@ -42,6 +42,7 @@ struct AgentLink::TaskReport {
   bool oom_killed = false;
   bool timed_out = false;
   bool cancelled = false;
+  std::string reason;                  // the agent's words for an exited task's end
   std::vector<std::string> log_paths;  // [stdout, stderr] on the node
   std::string shell_socket;            // the agent's socket for `gpool shell`
 };
@@ -148,6 +149,7 @@ TaskReport taskReportFrom(const ReportJson& t) {
   report.oom_killed = t.oom_killed;
   report.timed_out = t.timed_out;
   report.cancelled = t.cancelled;
+  report.reason = t.reason;
   report.log_paths = t.log_paths;
   report.shell_socket = t.shell_socket;
   return report;
@@ -1151,7 +1153,8 @@ void AgentLink::applyReport(const SessionPtr& session, const TaskReport& report)
   // A signal counts as the shell does (128 + signal); a task that never ran has -1.
   int32_t code = report.signal != 0 ? static_cast<int32_t>(128 + report.signal)
                                     : static_cast<int32_t>(report.exit_code);
-  Status s = loop_->taskEnded(job_id, report.task, report.lease_epoch, code, outcome);
+  Status s =
+      loop_->taskEnded(job_id, report.task, report.lease_epoch, code, outcome, report.reason);
   if (s.isOk()) {
     spdlog::info("{}: ended ({}, exit code {})", what, report.final_state, code);
   } else if (s.code() == StatusCode::kFailedPrecondition) {

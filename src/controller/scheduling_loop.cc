@@ -20,6 +20,10 @@ namespace gpool::controller {
 
 namespace {
 
+// An agent's reason for a task's end is kept with the job up to this size (a launch error can
+// quote a long path or message).
+constexpr size_t kMaxEndReasonBytes = 512;
+
 sched::Node schedNodeFor(const api::Node& node) {
   sched::Node out;
   out.name = node.name;
@@ -499,7 +503,7 @@ Status SchedulingLoop::taskStarted(int64_t job_id, int64_t lease_epoch) {
 }
 
 Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch,
-                                 int32_t exit_code, TaskOutcome outcome) {
+                                 int32_t exit_code, TaskOutcome outcome, std::string_view why) {
   std::unique_lock lock(mu_);
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(job_id));
   if (record.epoch != lease_epoch) {
@@ -517,13 +521,16 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
                                    std::to_string(task));
   }
   auto& tasks = ended_[job_id];
-  tasks[task] = Ended{outcome, exit_code};
+  tasks[task] = Ended{outcome, exit_code, std::string(why)};
   if (tasks.size() < job.spec.tasks) return Status::ok();
 
   // Every task ended: the job's final state is the worst of its tasks'.
   std::string state = "COMPLETED";
   std::optional<int32_t> code = 0;
+  const Ended* decider = nullptr;  // the first task that set `state`
+  uint32_t decider_index = 0;
   for (const auto& [index, e] : tasks) {
+    std::string before = state;
     if (e.outcome == TaskOutcome::kOomKilled)
       state = "OUT_OF_MEMORY";
     else if (e.outcome == TaskOutcome::kTimedOut && state != "OUT_OF_MEMORY")
@@ -532,9 +539,21 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
       state = "CANCELLED";
     else if (e.exit_code != 0 && state == "COMPLETED")
       state = "FAILED";
+    if (state != before) {
+      decider = &e;
+      decider_index = index;
+    }
     // The job's exit code is the highest non-zero one of its tasks' (as srun returns), so a
     // script sees a failure of any task whatever their order.
     if (e.exit_code != 0 && (*code == 0 || e.exit_code > *code)) code = e.exit_code;
+  }
+  std::string reason;
+  if (state != "COMPLETED") {
+    reason = state;
+    if (decider != nullptr && !decider->why.empty()) {
+      reason = decider->why.substr(0, kMaxEndReasonBytes);
+      if (job.spec.tasks > 1) reason = "task " + std::to_string(decider_index) + ": " + reason;
+    }
   }
   ended_.erase(job_id);
   TimePoint now = clock_.now();
@@ -542,7 +561,7 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
   if (preempting_.erase(job_id) > 0) {
     s = store_.recordPreemption(job_id, /*requeue=*/true, now, "preempted");
   } else {
-    s = store_.recordEnd(job_id, state, code, now, state == "COMPLETED" ? "" : state);
+    s = store_.recordEnd(job_id, state, code, now, reason);
   }
   GPOOL_RETURN_IF_ERROR(s);
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRecord> usage, store_.usageOfJob(job_id));

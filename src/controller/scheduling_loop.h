@@ -110,8 +110,12 @@ class SchedulingLoop final : public JobListener {
   // final state (COMPLETED, FAILED for a non-zero exit, OUT_OF_MEMORY, TIMEOUT, CANCELLED; a job
   // being preempted goes through PREEMPTED back to PENDING). FailedPrecondition for a stale
   // epoch or a job that is no longer running: reported twice, nothing is recorded twice.
+  // `why` is the agent's words for the task's end ("exited with 3", "cgroup ...: no cpu
+  // controller ..."): the reason of a job that did not complete is that of the task that
+  // decided its state ("task K: " before it for a job of several tasks), or its state when
+  // the agent said nothing.
   Status taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch, int32_t exit_code,
-                   TaskOutcome outcome);
+                   TaskOutcome outcome, std::string_view why = {});
 
   // JobListener: wake the loop; stop a cancelled job's tasks.
   void jobsChanged() override;
@@ -168,6 +172,7 @@ class SchedulingLoop final : public JobListener {
   struct Ended {
     TaskOutcome outcome = TaskOutcome::kExited;
     int32_t exit_code = 0;
+    std::string why;
   };
   std::map<int64_t, std::map<uint32_t, Ended>> ended_;
   // Jobs told to stop for preemption, with the time by which they leave.

@@ -271,6 +271,43 @@ TEST_F(SchedulingLoopTest, FailedExitAndOomAreRecorded) {
   EXPECT_EQ(state(failed), "FAILED");
   EXPECT_EQ(ctl_->store->getJob(failed)->exit_code, 3);
   EXPECT_EQ(state(oom), "OUT_OF_MEMORY");
+  // No words from the agent: the reason is the state.
+  EXPECT_EQ(ctl_->store->getJob(oom)->reason, "OUT_OF_MEMORY");
+}
+
+// The agent's reason for a task's end reaches the job (`gpool show`, `gpool run`): a task the
+// agent could not start says why, not only FAILED.
+TEST_F(SchedulingLoopTest, TheAgentsReasonForAnEndIsTheJobsReason) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  int64_t single = submit(makeSpec(1000));
+  api::JobSpec spec = makeSpec(1000);
+  spec.tasks = 3;
+  int64_t multi = submit(spec);
+  int64_t fine = submit(makeSpec(1000));
+  EXPECT_EQ(pass().started, 3u);
+  std::string launch_error = "failed_precondition: cgroup gpool/1.0: no cpu controller";
+  ASSERT_TRUE(ctl_->loop.taskEnded(single, 0, 1, -1, TaskOutcome::kExited, launch_error).isOk());
+  EXPECT_EQ(state(single), "FAILED");
+  EXPECT_EQ(ctl_->store->getJob(single)->reason, launch_error);
+  // Of several tasks, the one that decided the state is named; a later, milder one is not.
+  ASSERT_TRUE(ctl_->loop.taskEnded(multi, 0, 1, 0, TaskOutcome::kExited, "").isOk());
+  ASSERT_TRUE(ctl_->loop.taskEnded(multi, 1, 1, 3, TaskOutcome::kExited, "exited with 3").isOk());
+  ASSERT_TRUE(ctl_->loop
+                  .taskEnded(multi, 2, 1, 137, TaskOutcome::kOomKilled,
+                             "the kernel's OOM killer killed 1 process(es)")
+                  .isOk());
+  EXPECT_EQ(state(multi), "OUT_OF_MEMORY");
+  EXPECT_EQ(ctl_->store->getJob(multi)->reason,
+            "task 2: the kernel's OOM killer killed 1 process(es)");
+  // A completed job has no reason, whatever the agent said; a long one is cut.
+  ASSERT_TRUE(ctl_->loop.taskEnded(fine, 0, 1, 0, TaskOutcome::kExited, "exited").isOk());
+  EXPECT_EQ(state(fine), "COMPLETED");
+  EXPECT_EQ(ctl_->store->getJob(fine)->reason, "");
+  int64_t verbose = submit(makeSpec(1000));
+  EXPECT_EQ(pass().started, 1u);
+  ASSERT_TRUE(
+      ctl_->loop.taskEnded(verbose, 0, 1, 1, TaskOutcome::kExited, std::string(5000, 'x')).isOk());
+  EXPECT_EQ(ctl_->store->getJob(verbose)->reason, std::string(512, 'x'));
 }
 
 TEST_F(SchedulingLoopTest, MultiTaskJobEndsWhenEveryTaskEnded) {

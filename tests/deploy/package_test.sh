@@ -9,10 +9,17 @@
 #   package_test.sh node     BINARY_DIR WORK   gpoold and gpool-agent (simulated GPUs) started as
 #                                              their units do; GET /v1/nodes lists the server.
 #                                              Needs gpoold's /v1/agent (the agent link).
+#   package_test.sh systemd  BINARY_DIR WORK   the package installed with `dpkg -i` on a booted
+#                                              systemd (PID 1 of new namespaces, on a throwaway
+#                                              overlay of /); `systemctl start` of both units,
+#                                              `gpool nodes` lists the server, a user's job runs.
 #
 # The package is extracted with `dpkg-deb -x` into a temporary root; every absolute path of the
 # units and configuration files (/usr, /etc, /run, /var) is rewritten into that root, so nothing
-# outside it is touched. Exit 77 (ctest: skipped) when a needed tool is missing.
+# outside it is touched. The systemd mode instead boots systemd in new pid/mount/uts/net/cgroup
+# namespaces, chrooted into an overlay whose lower layer is / and whose upper layer is a tmpfs:
+# what it writes (the installed package, users, /tmp cleaning) never reaches the host. Exit 77
+# (ctest: skipped) when a needed tool is missing or systemd cannot boot here.
 set -euo pipefail
 
 mode=$1
@@ -67,10 +74,35 @@ unit_dirs() {
   for d in $(unit_value "$unit" LogsDirectory); do mkdir -p "$root/var/log/$d"; done
 }
 
+skip() {
+  echo "SKIP: $*" >&2
+  exit 77
+}
+
 pids=()
 tmp_dir=""
+# The systemd mode's booted namespace: the cgroups made for it (one per hierarchy), the unshare
+# process and the namespace's PID 1 (host pids).
+ns_cgroups=()
+ns_unshare=""
+ns_init=""
 cleanup() {
-  local pid
+  local pid d try
+  # Killing PID 1 of a pid namespace kills all of it; killing unshare would not.
+  if [ -n "$ns_init" ]; then kill -KILL "$ns_init" 2>/dev/null || true; fi
+  if [ -n "$ns_unshare" ]; then
+    kill -KILL "$ns_unshare" 2>/dev/null || true
+    wait "$ns_unshare" 2>/dev/null || true
+  fi
+  # The cgroups systemd made below ours empty once the namespace's processes are reaped.
+  for d in "${ns_cgroups[@]}"; do
+    for try in $(seq 50); do
+      find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+      [ -d "$d" ] || break
+      sleep 0.1
+    done
+    [ ! -d "$d" ] || echo "cleanup: could not remove the cgroup $d (try $try)" >&2
+  done
   for pid in "${pids[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
   done
@@ -104,6 +136,116 @@ start_gpoold() {
     fail "gpoold ($exec_start) did not print ready"
   fi
   echo "gpoold started: $exec_start"
+}
+
+# Prints this shell's cgroup directory in every mounted hierarchy (cgroup v1 and v2).
+own_cgroups() {
+  local ctrls path target fstype opts c matches
+  while IFS=: read -r _ ctrls path; do
+    while read -r target fstype opts; do
+      if [ -z "$ctrls" ]; then
+        [ "$fstype" = cgroup2 ] || continue
+      else
+        [ "$fstype" = cgroup ] || continue
+        matches=1
+        for c in ${ctrls//,/ }; do
+          [[ ",$opts," == *",$c,"* ]] || matches=0
+        done
+        [ "$matches" -eq 1 ] || continue
+      fi
+      echo "$target${path%/}"
+    done < <(findmnt -rn -t cgroup,cgroup2 -o TARGET,FSTYPE,OPTIONS)
+  done </proc/self/cgroup
+}
+
+# Runs a command in the booted namespace, as root, in its root directory.
+in_ns() {
+  nsenter -t "$ns_init" -m -p -u -n -r -w "$@"
+}
+
+# Boots systemd as PID 1 of new pid, mount, uts, net and cgroup namespaces, chrooted into an
+# overlay of / whose upper layer is a tmpfs; waits until `systemctl is-system-running` says
+# running or degraded. Skips (77) when that cannot be done here.
+#
+# Why each part: the overlay keeps the host's files as they are (systemd's boot cleans /tmp and
+# would start the host's services on the host's state); the net namespace keeps the booted
+# services off the host's ports; the cgroup namespace, rooted in a new child of this shell's
+# cgroup in every hierarchy, keeps systemd's cgroups under that child, never at a root.
+boot_systemd() {
+  local d state deadline ns_dirs ns_mounts=()
+  [ "$(id -u)" -eq 0 ] || skip "booting systemd needs root"
+  [ -x /lib/systemd/systemd ] || skip "no /lib/systemd/systemd"
+  grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+    skip "the kernel has no overlay filesystem"
+  mapfile -t ns_dirs < <(own_cgroups)
+  [ ${#ns_dirs[@]} -gt 0 ] || skip "no cgroup hierarchy is mounted"
+  for d in "${ns_dirs[@]}"; do
+    [ -d "$d" ] || skip "this shell's cgroup $d is not under its mount point"
+    mkdir "$d/gpool-deploy-test.$$" 2>/dev/null || skip "cannot create a cgroup in $d"
+    ns_cgroups+=("$d/gpool-deploy-test.$$")
+    ns_mounts+=("$(basename "$(findmnt -rn -o TARGET -T "$d")")=$d/gpool-deploy-test.$$")
+    # A new v1 cpuset has no CPUs and no memory nodes: no process could join it.
+    if [ -f "$d/cpuset.cpus" ] && [ ! -f "$d/cgroup.subtree_control" ]; then
+      cp "$d/cpuset.cpus" "$d/gpool-deploy-test.$$/cpuset.cpus"
+      cp "$d/cpuset.mems" "$d/gpool-deploy-test.$$/cpuset.mems"
+    fi
+  done
+  mkdir -p "$tmp_dir/root" "$tmp_dir/t"
+  cat >"$tmp_dir/boot.sh" <<'BOOT'
+set -e
+cd "$1"
+mount -t tmpfs -o mode=0755 gpool-deploy-test t
+mkdir t/upper t/work
+mount -t overlay overlay -o lowerdir=/,upperdir=t/upper,workdir=t/work root
+# The cgroup hierarchies as the host mounts them, each rooted at the test's child cgroup.
+# systemd keeps what is mounted already; left to itself it would mount its own set, and where
+# the host splits controllers that systemd pairs (cpu and cpuacct) it would get no cpu at all.
+shift
+mount -t sysfs sysfs root/sys
+mount -t tmpfs -o mode=0755,nosuid,nodev,noexec cgroup root/sys/fs/cgroup
+for pair in "$@"; do
+  mkdir root/sys/fs/cgroup/"${pair%%=*}"
+  mount --bind "${pair#*=}" root/sys/fs/cgroup/"${pair%%=*}"
+done
+# The host's PostgreSQL is enabled in its multi-user.target: not wanted in here.
+ln -sf /dev/null root/etc/systemd/system/postgresql.service
+exec chroot root /usr/bin/env -i container=gpool-deploy-test \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  /lib/systemd/systemd --log-target=console --show-status=no
+BOOT
+  (
+    for d in "${ns_cgroups[@]}"; do echo "$BASHPID" >"$d/cgroup.procs"; done
+    exec unshare --pid --fork --mount --uts --net --cgroup --propagation private \
+      bash "$tmp_dir/boot.sh" "$tmp_dir" "${ns_mounts[@]}"
+  ) >"$tmp_dir/boot.log" 2>&1 &
+  ns_unshare=$!
+  deadline=$((SECONDS + 30))
+  while :; do
+    ns_init=$(pgrep -P "$ns_unshare" || true)
+    if [ -n "$ns_init" ] && [ "$(ps -o comm= -p "$ns_init" 2>/dev/null)" = systemd ]; then break; fi
+    if ! kill -0 "$ns_unshare" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      ns_init=""
+      cat "$tmp_dir/boot.log" >&2
+      skip "systemd could not be started in new namespaces here"
+    fi
+    sleep 0.1
+  done
+  deadline=$((SECONDS + 120))
+  while :; do
+    state=$(in_ns systemctl is-system-running 2>/dev/null || true)
+    case "$state" in
+    running | degraded) break ;;
+    esac
+    if [ $SECONDS -ge $deadline ] || ! kill -0 "$ns_init" 2>/dev/null; then
+      tail -n 40 "$tmp_dir/boot.log" >&2
+      skip "systemd did not finish booting in 120 s (state: ${state:-none})"
+    fi
+    sleep 0.2
+  done
+  echo "systemd booted in the test's namespaces ($state) after $SECONDS s"
+  if [ "$state" = degraded ]; then
+    echo "failed units (the host's): $(in_ns systemctl --failed --plain --no-legend | cut -d' ' -f1 | tr '\n' ' ')"
+  fi
 }
 
 api_get() {  # api_get PATH: the body; fails on a non-2xx answer
@@ -282,6 +424,72 @@ node)
   listed=$(grep -o '"uuid"' <<<"$nodes" | wc -l)
   [ "$listed" -eq "$gpus" ] || fail "deploy-test-node lists $listed GPUs, the fixture has $gpus"
   echo "GET /v1/nodes lists deploy-test-node, IDLE, with $listed GPUs"
+  ;;
+
+systemd)
+  need dpkg-deb unshare nsenter findmnt pgrep setpriv
+  deb=$(the_deb)
+  tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/gpool-deploy.XXXXXX")
+  boot_systemd
+  in_ns sh -c 'cat >/root/gpool.deb' <"$deb"
+  in_ns dpkg -i /root/gpool.deb >"$tmp_dir/dpkg.log" 2>&1 || {
+    cat "$tmp_dir/dpkg.log" >&2
+    fail "dpkg -i failed"
+  }
+  in_ns id gpool >/dev/null || fail "dpkg -i made no gpool user"
+  for unit in gpoold gpool-agent; do
+    [ "$(in_ns systemctl is-active "$unit" || true)" = inactive ] ||
+      fail "$unit is running right after dpkg -i: the package must not start it"
+  done
+  # No GPU here: the agent reads a simulated server of 8 A100s.
+  fixture=/usr/share/gpool/fixtures/8x-a100-sxm4-80gb-nvlink.json
+  in_ns sed -i -E "s#^GPOOL_AGENT_ARGS=\"(.*)\"#GPOOL_AGENT_ARGS=\"\\1 --fake-fixture $fixture\"#" \
+    /etc/default/gpool-agent
+  in_ns grep -qF -- "--fake-fixture $fixture\"" /etc/default/gpool-agent ||
+    fail "could not add --fake-fixture to /etc/default/gpool-agent"
+  in_ns systemctl start gpoold.service gpool-agent.service || {
+    in_ns journalctl --no-pager -n 60 -u gpoold -u gpool-agent >&2
+    fail "systemctl start gpoold gpool-agent failed"
+  }
+  node=$(in_ns hostname)
+  deadline=$((SECONDS + 60))
+  while :; do
+    nodes=$(in_ns gpool nodes 2>&1 || true)
+    if grep -q "^$node " <<<"$nodes"; then break; fi
+    if [ $SECONDS -ge $deadline ]; then
+      in_ns systemctl status --no-pager gpoold gpool-agent >&2 || true
+      in_ns journalctl --no-pager -n 80 -u gpoold -u gpool-agent >&2
+      fail "gpool nodes does not list $node after 60 s: $nodes"
+    fi
+    sleep 0.2
+  done
+  echo "gpool nodes, inside:"
+  echo "$nodes"
+  grep "^$node " <<<"$nodes" | grep -qw IDLE || fail "$node is not IDLE: $nodes"
+  # A plain local user's job, end to end: submitted over the socket, run by the agent as that
+  # user on a GPU slice, its output streamed back.
+  in_ns useradd --create-home gpooltest
+  out=$(in_ns setpriv --reuid gpooltest --regid gpooltest --init-groups \
+    env HOME=/home/gpooltest gpool run --gpus 0.5 --time 5m -- \
+    sh -c 'echo "job of $(id -un) on GPU $CUDA_VISIBLE_DEVICES"; cat /proc/self/cgroup' 2>&1) || {
+    in_ns journalctl --no-pager -n 80 -u gpoold -u gpool-agent >&2
+    job=$(sed -n 's/^gpool: job \([0-9]*\) submitted.*/\1/p' <<<"$out")
+    if [ -n "$job" ]; then in_ns gpool show "$job" >&2 || true; fi
+    fail "gpool run as gpooltest failed: $out"
+  }
+  grep -q "^job of gpooltest on GPU " <<<"$out" || fail "gpool run printed: $out"
+  echo "gpool run as gpooltest: $(grep '^job of' <<<"$out")"
+  # The agent, itself a service of this systemd, put the task in its own cgroups (CPU and
+  # memory limits); the paths are as the booted systemd's cgroup namespace sees them.
+  for ctrl in cpu memory; do
+    grep -qE "^[0-9]+:([a-z,]*,)?$ctrl(,[a-z,]*)?:/gpool/" <<<"$out" ||
+      grep -qE '^0::/gpool/' <<<"$out" ||
+      fail "the task is not in a gpool $ctrl cgroup: $(grep -v '^job of' <<<"$out")"
+  done
+  echo "its cgroups: $(grep -E ':(cpu|memory):|^0::' <<<"$out" | tr '\n' ' ')"
+  for unit in gpoold gpool-agent; do
+    [ "$(in_ns systemctl is-active "$unit" || true)" = active ] || fail "$unit is not active at the end"
+  done
   ;;
 
 *)
