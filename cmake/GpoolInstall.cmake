@@ -65,6 +65,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/gpoold.service
               ${PROJECT_SOURCE_DIR}/deploy/systemd/gpool-agent.service
         DESTINATION ${GPOOL_INSTALL_UNITDIR})
 
+# Shell completion where Debian's bash-completion and zsh look for a package's scripts.
+install(FILES ${PROJECT_SOURCE_DIR}/scripts/completion/gpool.bash
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME gpool)
+install(FILES ${PROJECT_SOURCE_DIR}/scripts/completion/_gpool
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
+
 file(GLOB gpool_doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${gpool_doc_pages}
         DESTINATION ${CMAKE_INSTALL_DOCDIR})

@@ -281,6 +281,7 @@ contents)
     /usr/share/gpool/web/index.html /usr/share/gpool/web/app.js /usr/share/gpool/web/api.js
     /usr/share/gpool/traces/alibaba-gpu-v2023/openb_pod_list_default.csv
     /usr/share/doc/gpool/README.md /usr/share/doc/gpool/admin-guide.md
+    /usr/share/bash-completion/completions/gpool /usr/share/zsh/vendor-completions/_gpool
   )
   src_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$bin_dir/CMakeCache.txt")
   for fixture in "$src_dir"/src/gpu/fixtures/*.json; do
@@ -295,7 +296,8 @@ contents)
   # Nothing else: no headers, static libraries, test or bench programs, nothing outside
   # /usr and /etc.
   stray=$(grep -vE '/$' <<<"$files" |
-    grep -vE '^/usr/(bin|lib/gpool|lib/systemd/system|share/gpool|share/doc/gpool)/|^/etc/(gpool/gpoold\.toml|default/gpool-agent)$' || true)
+    grep -vE '^/usr/(bin|lib/gpool|lib/systemd/system|share/gpool|share/doc/gpool)/|^/etc/(gpool/gpoold\.toml|default/gpool-agent)$' |
+    grep -vxE '/usr/share/(bash-completion/completions/gpool|zsh/vendor-completions/_gpool)' || true)
   [ -z "$stray" ] || fail "unexpected files in the package: $stray"
   bins=$(grep -c '^/usr/bin/.' <<<"$files")
   [ "$bins" -eq 5 ] || fail "expected 5 programs in /usr/bin, found $bins"
@@ -490,6 +492,11 @@ systemd)
   for unit in gpoold gpool-agent; do
     [ "$(in_ns systemctl is-active "$unit" || true)" = active ] || fail "$unit is not active at the end"
   done
+  # The completion script where bash-completion looks for it by the command's name.
+  completion=$(in_ns bash -c '. /usr/share/bash-completion/completions/gpool && complete -p gpool') ||
+    fail "the installed bash completion does not load: $completion"
+  grep -q ' gpool$' <<<"$completion" || fail "bash completion for gpool not registered: $completion"
+  echo "bash completion: $completion"
   ;;
 
 *)
