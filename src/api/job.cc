@@ -180,9 +180,9 @@ void appendInteger(std::string& out, std::string_view key, int64_t value) {
 }
 
 // Escaped as dumpJson escapes (invalid UTF-8 replaced), so the bytes match toJson's.
-void appendString(std::string& out, std::string_view key, const std::string& value) {
+void appendString(std::string& out, std::string_view key, std::string_view value) {
   appendKey(out, key);
-  out += dumpJson(json(value));
+  appendJsonString(out, value);
   out += ',';
 }
 
@@ -212,11 +212,11 @@ std::string toJsonText(const Job& job, std::string_view spec_text) {
   out += spec_text;
   out += ',';
   if (job.start_time) appendInteger(out, "start_time_us", toUnixMicros(*job.start_time));
-  appendString(out, "state", std::string(jobStateName(job.state)));
+  appendString(out, "state", jobStateName(job.state));
   appendInteger(out, "submit_time_us", toUnixMicros(job.submit_time));
   appendInteger(out, "uid", job.uid);
   appendKey(out, "user");
-  out += dumpJson(json(job.user));
+  appendJsonString(out, job.user);
   out += '}';
   return out;
 }

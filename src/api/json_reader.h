@@ -49,6 +49,11 @@ bool isJsonObjectText(std::string_view text);
 // by U+FFFD rather than throwing.
 std::string dumpJson(const nlohmann::json& value, int indent = -1);
 
+// Appends `text` as a JSON string (quoted, escaped), byte for byte what dumpJson(json(text))
+// writes, without building a json value: the hot path of the job list (GET /v1/jobs writes
+// four strings per job). Non-ASCII text goes through dumpJson, which validates its UTF-8.
+void appendJsonString(std::string& out, std::string_view text);
+
 // "a string", "an integer", "an object", ... for error messages.
 std::string_view jsonTypeName(const nlohmann::json& value);
 

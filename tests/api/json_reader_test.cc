@@ -80,6 +80,25 @@ TEST(ParseJsonTextTest, DumpNeverThrowsOnInvalidUtf8) {
   EXPECT_NE(dumpJson(j).find("bad"), std::string::npos);
 }
 
+// appendJsonString is the job list's fast path for dumpJson(json(s)): the same bytes for every
+// single byte, escapes beside plain text, valid and invalid UTF-8.
+TEST(AppendJsonStringTest, WritesWhatDumpJsonWrites) {
+  std::vector<std::string> cases = {"",
+                                    "alice",
+                                    "a\"b\\c/d",
+                                    "tab\there\nline\r\b\f\x01\x1f\x7f",
+                                    "caf\xc3\xa9",
+                                    "bad \xff\xfe utf-8",
+                                    "\xe2\x82"};
+  for (int byte = 0; byte < 256; ++byte)
+    cases.push_back(std::string(1, static_cast<char>(byte)) + "x");
+  for (const std::string& text : cases) {
+    std::string out = "prefix:";
+    appendJsonString(out, text);
+    EXPECT_EQ(out, "prefix:" + dumpJson(json(text))) << "text of " << text.size() << " bytes";
+  }
+}
+
 TEST(ObjectReaderTest, ReadsAllFieldKinds) {
   Sample s;
   ASSERT_TRUE(parseSample(R"({"name":"a","count":5,"flag":true,"tags":["x","y"],
