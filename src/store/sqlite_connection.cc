@@ -106,6 +106,12 @@ class SqliteConnection final : public SqlConnection {
   }
 
   Status execScript(std::string_view sql) override {
+    // The transaction statements every SqlStore::transact runs around its work (two per API
+    // read) go through the prepared-statement cache: sqlite3_exec would parse them each time.
+    if (sql == "BEGIN" || sql == "BEGIN IMMEDIATE" || sql == "COMMIT" || sql == "ROLLBACK") {
+      Result<SqlRows> done = query(sql, {});
+      return done.ok() ? Status::ok() : done.status();
+    }
     char* err = nullptr;
     std::string text(sql);
     int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
