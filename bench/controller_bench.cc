@@ -16,6 +16,7 @@
 //
 // Usage: controller_bench [--nodes N] [--jobs N] [--clients N] [--seconds S] [--submits N]
 //                         [--api-threads N]   (gpoold's api_threads; default: its own default)
+//                         [--schedule-interval DURATION]   (gpoold's; default 10s)
 // Targets (issue 4): >= 2,000 submissions/s with SQLite, p99 < 20 ms for list/show under 64
 // clients, < 500 MB resident at 1,000 nodes and 100,000 jobs.
 
@@ -68,6 +69,9 @@ struct Options {
   double seconds = 3.0;
   int submits = 2'000;  // per concurrent submission run, spread over the clients
   int api_threads = 0;  // gpoold's api_threads; 0: its default
+  // gpoold's schedule_interval: the timer's passes over every pending job run beside the read
+  // phases; a long interval shows what they cost the readers.
+  std::string schedule_interval = "10s";
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -346,6 +350,8 @@ int main(int argc, char** argv) {
       o.submits = std::atoi(argv[i + 1]);
     else if (a == "--api-threads")
       o.api_threads = std::atoi(argv[i + 1]);
+    else if (a == "--schedule-interval")
+      o.schedule_interval = argv[i + 1];
     else
       die("unknown option '" + a + "' (see the comment at the top of bench/controller_bench.cc)");
   }
@@ -362,7 +368,8 @@ int main(int argc, char** argv) {
 
   const std::string config = dir.path() + "/gpoold.toml";
   std::ofstream(config) << "[controller]\nstore = \"" << db << "\"\nsocket = \"" << sock
-                        << "\"\nnode_down_after = \"1d\"\nschedule_interval = \"10s\"\n"
+                        << "\"\nnode_down_after = \"1d\"\nschedule_interval = \""
+                        << o.schedule_interval << "\"\n"
                         << (o.api_threads > 0
                                 ? "api_threads = " + std::to_string(o.api_threads) + "\n"
                                 : std::string())
