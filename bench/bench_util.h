@@ -28,6 +28,26 @@ struct Figures {
   double rps() const { return seconds > 0 ? static_cast<double>(requests) / seconds : 0; }
 };
 
+// The figures of a run: `latencies_ms` per client (successful calls only), merged and ranked.
+inline Figures summarise(const std::string& name,
+                         const std::vector<std::vector<double>>& latencies_ms, uint64_t errors,
+                         double seconds) {
+  std::vector<double> all;
+  for (const auto& v : latencies_ms)
+    all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  Figures f;
+  f.name = name;
+  f.requests = all.size();
+  f.errors = errors;
+  f.seconds = seconds;
+  if (!all.empty()) {
+    f.p50_ms = all[all.size() / 2];
+    f.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
+  }
+  return f;
+}
+
 // Runs `clients` threads. Each gets its own call from `make_client` (one request/response,
 // true on success), makes one warm-up call outside the measurement (connects), then calls it
 // until `seconds` have passed or, when `calls_per_client` > 0, that many times. All threads
@@ -87,20 +107,7 @@ inline Figures drive(const std::string& name, int clients, double seconds,
   for (auto& t : threads)
     t.join();
   const auto end = realClock().monotonic();
-  std::vector<double> all;
-  for (auto& v : lat)
-    all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
-  Figures f;
-  f.name = name;
-  f.requests = all.size();
-  f.errors = errors.load();
-  f.seconds = static_cast<double>((end - start).count()) / 1e6;
-  if (!all.empty()) {
-    f.p50_ms = all[all.size() / 2];
-    f.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
-  }
-  return f;
+  return summarise(name, lat, errors.load(), static_cast<double>((end - start).count()) / 1e6);
 }
 
 }  // namespace gpool::bench

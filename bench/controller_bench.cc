@@ -301,21 +301,9 @@ Figures driveConnections(const std::string& name, const std::string& sock, int c
                    });
   }
   ioc.run();
-  const auto end = std::chrono::steady_clock::now();
-  std::vector<double> all;
-  for (auto& v : lat)
-    all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
-  Figures f;
-  f.name = name;
-  f.requests = all.size();
-  f.errors = errors;
-  f.seconds = std::chrono::duration<double>(end - start).count();
-  if (!all.empty()) {
-    f.p50_ms = all[all.size() / 2];
-    f.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
-  }
-  return f;
+  return gpool::bench::summarise(
+      name, lat, errors,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 // `base` is the row to compare with: by throughput (closed loop: how fast against the
