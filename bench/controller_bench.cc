@@ -247,6 +247,7 @@ boost::asio::awaitable<void> closedLoop(boost::asio::local::stream_protocol::soc
   namespace asio = boost::asio;
   namespace http = boost::beast::http;
   boost::beast::flat_buffer buffer;
+  buffer.reserve(64 * 1024);
   std::mt19937 rng(seed);
   boost::system::error_code ec;
   while (std::chrono::steady_clock::now() < deadline) {
