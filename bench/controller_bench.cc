@@ -12,7 +12,8 @@
 //
 // The nodes are drained (there are no agents in a benchmark), so every scheduling pass evaluates
 // every pending job without starting 8,000 tasks; submissions wake the scheduling loop as they
-// do in production, so it runs beside the API as it would.
+// do in production, so it runs beside the API as it would. The reads start once gpoold is idle
+// after the pass it runs on start (waitUntilIdle): they measure its steady state.
 //
 // Usage: controller_bench [--nodes N] [--jobs N] [--clients N] [--seconds S] [--submits N]
 //                         [--api-threads N]   (gpoold's api_threads; default: its own default)
@@ -69,7 +70,10 @@ struct Options {
   int jobs = 100'000;
   int clients = 64;
   double seconds = 3.0;
-  int submits = 2'000;  // per concurrent submission run, spread over the clients
+  // Per concurrent submission run, spread over the clients. 2,000 took under a second, so
+  // whether a scheduling pass (~0.9 s of a CPU at 100,000 pending jobs) fell into it swung the
+  // rate between 1,961 and 2,942/s; 10,000 take ~4 s and hold the passes they cause.
+  int submits = 10'000;
   int api_threads = 0;  // gpoold's api_threads; 0: its default
   // gpoold's schedule_interval: the timer's passes over every pending job run beside the read
   // phases; a long interval shows what they cost the readers.
