@@ -17,6 +17,7 @@
 //
 // Usage: controller_bench [--nodes N] [--jobs N] [--clients N] [--seconds S] [--submits N]
 //                         [--api-threads N]   (gpoold's api_threads; default: its own default)
+//                         [--api-blocking-threads N]   (gpoold's; default: its own default)
 //                         [--schedule-interval DURATION]   (gpoold's; default 10s)
 // Targets (issue 4): >= 2,000 submissions/s with SQLite, p99 < 20 ms for list/show under 64
 // clients, < 500 MB resident at 1,000 nodes and 100,000 jobs.
@@ -74,7 +75,8 @@ struct Options {
   // whether a scheduling pass (~0.9 s of a CPU at 100,000 pending jobs) fell into it swung the
   // rate between 1,961 and 2,942/s; 10,000 take ~4 s and hold the passes they cause.
   int submits = 10'000;
-  int api_threads = 0;  // gpoold's api_threads; 0: its default
+  int api_threads = 0;            // gpoold's api_threads; 0: its default
+  int api_blocking_threads = -1;  // gpoold's api_blocking_threads; -1: its default
   // gpoold's schedule_interval: the timer's passes over every pending job run beside the read
   // phases; a long interval shows what they cost the readers.
   std::string schedule_interval = "10s";
@@ -382,6 +384,8 @@ int main(int argc, char** argv) {
       o.submits = std::atoi(argv[i + 1]);
     else if (a == "--api-threads")
       o.api_threads = std::atoi(argv[i + 1]);
+    else if (a == "--api-blocking-threads")
+      o.api_blocking_threads = std::atoi(argv[i + 1]);
     else if (a == "--schedule-interval")
       o.schedule_interval = argv[i + 1];
     else
@@ -399,13 +403,15 @@ int main(int argc, char** argv) {
   const PassTimes passes = passTimes(db);
 
   const std::string config = dir.path() + "/gpoold.toml";
-  std::ofstream(config) << "[controller]\nstore = \"" << db << "\"\nsocket = \"" << sock
-                        << "\"\nnode_down_after = \"1d\"\nschedule_interval = \""
-                        << o.schedule_interval << "\"\n"
-                        << (o.api_threads > 0
-                                ? "api_threads = " + std::to_string(o.api_threads) + "\n"
-                                : std::string())
-                        << "[log]\nlevel = \"warn\"\n";
+  std::ofstream(config)
+      << "[controller]\nstore = \"" << db << "\"\nsocket = \"" << sock
+      << "\"\nnode_down_after = \"1d\"\nschedule_interval = \"" << o.schedule_interval << "\"\n"
+      << (o.api_threads > 0 ? "api_threads = " + std::to_string(o.api_threads) + "\n"
+                            : std::string())
+      << (o.api_blocking_threads >= 0
+              ? "api_blocking_threads = " + std::to_string(o.api_blocking_threads) + "\n"
+              : std::string())
+      << "[log]\nlevel = \"warn\"\n";
   Daemon daemon = startGpoold(config);
   const long rss_start = statusKib(daemon.pid, "VmRSS:");
   const double settle_s = waitUntilIdle(daemon.pid);

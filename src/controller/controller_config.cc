@@ -123,6 +123,7 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.schedule_min_gap_ms = ctl.getInt("schedule_min_gap_ms", 250, 0, 60'000);
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
   s.api_threads = ctl.getInt("api_threads", defaultApiThreads(), 1, 256);
+  s.api_blocking_threads = ctl.getInt("api_blocking_threads", 16, 0, 1024);
   if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
   if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
   if (s.lease_duration_s <= 0) ctl.fail("lease_duration", "must be positive");

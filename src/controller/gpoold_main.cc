@@ -175,6 +175,7 @@ int run(const std::string& config_path, bool once) {
       server_options.token_verifier = &tokens;
     }
     server_options.threads = static_cast<int>(settings->api_threads);
+    server_options.blocking_threads = static_cast<int>(settings->api_blocking_threads);
     server = std::make_unique<net::Server>(server_options, std::move(router));
     if (Status s = server->start(); !s.isOk()) {
       spdlog::error("cannot serve the API: {}", s.toString());

@@ -43,7 +43,10 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                submit.group = req.queryParam("group").value_or("");
                GPOOL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, jobs.submit(caller, submit));
                return jsonResponse(201, json{{"ids", ids}});
-             }));
+             }),
+      // Most of a submission is the wait for its durable commit: on the blocking pool, many
+      // wait at once and share one fsync, while the API threads keep serving reads.
+      net::RouteOptions{.blocking = true});
   if (!added.isOk()) return added;
 
   added = router.add(

@@ -21,6 +21,10 @@ struct RouteOptions {
   // When false (the default), TLS requests without a valid bearer token are answered 401
   // before the handler runs. Unix-socket peers are always authenticated by the kernel.
   bool allow_anonymous = false;
+  // The handler spends most of its run waiting rather than computing (a durable commit): it
+  // runs on the server's pool for such handlers (ServerOptions::blocking_threads), so that its
+  // wait does not hold one of the few I/O threads that serve every other request.
+  bool blocking = false;
 };
 
 // Maps (method, path) to handlers. Patterns are '/'-separated segments, each either a literal

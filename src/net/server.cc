@@ -19,6 +19,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -120,6 +121,10 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
 
   // Builds our Request from Beast's, authenticates it and runs the route. Never throws.
   Response dispatch(Request& req, const Router::Match& match, bool tls);
+  // dispatch() on the blocking pool; the caller's coroutine resumes on its own strand.
+  asio::awaitable<Response> dispatchOnBlockingPool(Request& req, const Router::Match& match,
+                                                   bool tls);
+  asio::awaitable<Response> dispatchHere(Request& req, const Router::Match& match, bool tls);
   // `tls` stands for every token listener (TLS and plain HTTP). For a WebSocket upgrade
   // (`upgrade`) without an Authorization header, the token may come as the query parameter
   // `access_token`, since a browser's WebSocket cannot set headers; it is removed from the query
@@ -175,6 +180,10 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
 
   std::unique_ptr<ssl::context> ssl_ctx_;
   std::vector<std::thread> threads_;
+  // Runs the handlers of blocking routes; null when ServerOptions::blocking_threads is 0.
+  // Joined by stop() while the I/O threads still run, so that every handler's completion
+  // reaches its connection.
+  std::unique_ptr<asio::thread_pool> blocking_pool_;
   // Declared last so that it is destroyed first: destroying it destroys suspended connection
   // coroutines, whose cleanup still touches the members above.
   asio::io_context ioc_;
@@ -319,6 +328,20 @@ Response Server::Impl::dispatch(Request& req, const Router::Match& match, bool t
       "internal error; the server log has details under request id " + req.request_id);
 }
 
+asio::awaitable<Response> Server::Impl::dispatchHere(Request& req, const Router::Match& match,
+                                                     bool tls) {
+  co_return dispatch(req, match, tls);
+}
+
+asio::awaitable<Response> Server::Impl::dispatchOnBlockingPool(Request& req,
+                                                               const Router::Match& match,
+                                                               bool tls) {
+  // A named awaitable, not a temporary: GCC 12 destroys temporaries in a co_await operand twice.
+  asio::awaitable<Response> work = dispatchHere(req, match, tls);
+  co_return co_await asio::co_spawn(blocking_pool_->get_executor(), std::move(work),
+                                    asio::use_awaitable);
+}
+
 template <class Stream>
 asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionControl> ctl,
                                                    Stream stream, PeerIdentity peer,
@@ -413,7 +436,12 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
           }
         } else {
           req.body = std::move(msg.body());
-          resp = dispatch(req, match, tls);
+          if (blocking_pool_ && match.kind == Router::Match::Kind::kFound &&
+              match.route->options.blocking) {
+            resp = co_await dispatchOnBlockingPool(req, match, tls);
+          } else {
+            resp = dispatch(req, match, tls);
+          }
         }
       }
       const bool keep_alive = msg.keep_alive() && !stopping_.load();
@@ -780,6 +808,9 @@ Status Server::Impl::start() {
         asio::detached);
   }
   started_ = true;
+  if (options_.blocking_threads > 0) {
+    blocking_pool_ = std::make_unique<asio::thread_pool>(options_.blocking_threads);
+  }
   for (int i = 0; i < options_.threads; ++i) {
     threads_.emplace_back([this] {
       for (;;) {
@@ -803,6 +834,9 @@ Status Server::Impl::startListeners() {
         "server has no listener: set unix_socket_path, tcp_port or http_port");
   }
   if (options_.threads < 1) return Status::invalidArgument("server threads must be >= 1");
+  if (options_.blocking_threads < 0) {
+    return Status::invalidArgument("server blocking_threads must be >= 0");
+  }
   error_code ec;
   if (!options_.unix_socket_path.empty()) {
     const std::string& path = options_.unix_socket_path;
@@ -915,6 +949,9 @@ void Server::Impl::stop() {
     auto limit = force ? std::chrono::milliseconds(1000) : options_.shutdown_grace;
     sessions_cv_.wait_for(lock, limit, [this] { return sessions_.empty(); });
   }
+  // A blocking handler still running finishes, and its answer is handed to its (cut)
+  // connection, before the I/O threads stop.
+  if (blocking_pool_) blocking_pool_->join();
   ioc_.stop();
   for (std::thread& t : threads_)
     t.join();

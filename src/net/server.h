@@ -40,6 +40,9 @@ struct ServerOptions {
 
   // I/O threads running the one io_context.
   int threads = 2;
+  // Threads for the handlers of routes marked RouteOptions::blocking; 0 runs them on the I/O
+  // threads like the others. Many can wait at once: concurrent submissions share one commit.
+  int blocking_threads = 16;
 
   // Limits. A body above max_body_bytes gets 413, headers above max_header_bytes 431; both
   // close the connection after the response.

@@ -398,16 +398,20 @@ TEST_F(GpooldTest, BadTlsConfigurationExitsWithTwo) {
   }
 }
 
-// controller.api_threads sizes the API server's thread pool: they are all running once gpoold
-// says "ready", so its thread count is at least that many (the loop, store and logging add a
-// handful). Without the key: twice the CPUs, at least 4.
+// controller.api_threads sizes the API server's thread pool and api_blocking_threads the pool
+// submissions wait on: they are all running once gpoold says "ready", so its thread count is at
+// least their sum (the loop, store and logging add a handful). Without the keys: twice the CPUs,
+// at least 4, and 16.
 TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
   const std::string socket = dir_.path() + "/gpoold.sock";
   const size_t cpus = std::max(1u, std::thread::hardware_concurrency());
   EXPECT_EQ(defaultApiThreads(), static_cast<int64_t>(std::max<size_t>(4, 2 * cpus)));
+  const size_t default_api = static_cast<size_t>(defaultApiThreads());
   for (const auto& [setting, expected] :
-       {std::pair<std::string, size_t>{"api_threads = 48\n", 48},
-        std::pair<std::string, size_t>{"", static_cast<size_t>(defaultApiThreads())}}) {
+       {std::pair<std::string, size_t>{"api_threads = 48\n", 48 + 16},
+        std::pair<std::string, size_t>{"api_threads = 48\napi_blocking_threads = 0\n", 48},
+        std::pair<std::string, size_t>{"api_blocking_threads = 100\n", default_api + 100},
+        std::pair<std::string, size_t>{"", default_api + 16}}) {
     Child child = spawn({"--config", writeConfig("socket = \"" + socket + "\"\n" + setting)});
     ASSERT_GT(child.pid, 0);
     ASSERT_EQ(readLine(child.out), "ready");
@@ -560,6 +564,12 @@ TEST_F(GpooldTest, BadConfigurationExitsWithTwo) {
     Child bad_threads =
         spawn({"--config", writeConfig(std::string("api_threads = ") + threads + "\n"), "--once"});
     EXPECT_EQ(waitExit(bad_threads), 2) << "api_threads = " << threads;
+  }
+  for (const char* threads : {"-1", "1025"}) {
+    Child bad_blocking =
+        spawn({"--config", writeConfig(std::string("api_blocking_threads = ") + threads + "\n"),
+               "--once"});
+    EXPECT_EQ(waitExit(bad_blocking), 2) << "api_blocking_threads = " << threads;
   }
   Child missing = spawn({"--config", dir_.path() + "/nope.toml", "--once"});
   EXPECT_EQ(waitExit(missing), 2);

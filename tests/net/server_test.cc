@@ -69,7 +69,7 @@ std::string errorCode(const Response& r) {
 }
 
 class UnixServerTest : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
     options_.unix_socket_path = dir_.file("api.sock");
@@ -320,24 +320,29 @@ TEST_F(UnixServerTest, ConcurrentClients) {
   EXPECT_EQ(ok.load(), 200);
 }
 
-TEST_F(UnixServerTest, StopLetsRequestInProgressFinish) {
+// A request in progress when stop() is called is answered (with Connection: close), whether its
+// handler runs on an I/O thread or on the blocking pool.
+void stopLetsRequestInProgressFinish(UnixServerTest& t, bool blocking) {
   std::promise<void> entered;
   std::promise<void> release;
   std::shared_future<void> release_f = release.get_future().share();
   Router r;
-  ASSERT_TRUE(r.add(Method::kGet, "/slow", [&](const Request&) {
-    entered.set_value();
-    release_f.wait();
-    return Response::json(200, R"({"done":true})");
-  }));
-  startServer(std::move(r));
-  auto reply = std::async(std::launch::async, [&] { return client().get("/slow"); });
+  ASSERT_TRUE(r.add(
+      Method::kGet, "/slow",
+      [&](const Request&) {
+        entered.set_value();
+        release_f.wait();
+        return Response::json(200, R"({"done":true})");
+      },
+      RouteOptions{.blocking = blocking}));
+  t.startServer(std::move(r));
+  auto reply = std::async(std::launch::async, [&] { return t.client().get("/slow"); });
   entered.get_future().wait();
   // An idle connection must not hold up the stop: the server closes it, which also tells this
   // thread that the stop has begun before the slow handler is released.
-  int idle_fd = testing::rawUnixConnect(options_.unix_socket_path);
+  int idle_fd = testing::rawUnixConnect(t.options_.unix_socket_path);
   ASSERT_GE(idle_fd, 0);
-  auto stopped = std::async(std::launch::async, [&] { server_->stop(); });
+  auto stopped = std::async(std::launch::async, [&] { t.server_->stop(); });
   char ch;
   while (::read(idle_fd, &ch, 1) > 0) {
   }
@@ -348,10 +353,60 @@ TEST_F(UnixServerTest, StopLetsRequestInProgressFinish) {
   EXPECT_EQ(res->status, 200);
   EXPECT_EQ(res->header("Connection"), "close");
   stopped.get();
-  EXPECT_EQ(server_->openConnections(), 0u);
+  EXPECT_EQ(t.server_->openConnections(), 0u);
   struct stat st {};
-  EXPECT_NE(::stat(options_.unix_socket_path.c_str(), &st), 0);  // socket file removed
-  EXPECT_FALSE(client().get("/slow").ok());
+  EXPECT_NE(::stat(t.options_.unix_socket_path.c_str(), &st), 0);  // socket file removed
+  EXPECT_FALSE(t.client().get("/slow").ok());
+}
+
+TEST_F(UnixServerTest, StopLetsRequestInProgressFinish) {
+  stopLetsRequestInProgressFinish(*this, /*blocking=*/false);
+}
+
+TEST_F(UnixServerTest, StopLetsBlockingRequestInProgressFinish) {
+  stopLetsRequestInProgressFinish(*this, /*blocking=*/true);
+}
+
+// A blocking route's handler waits on the blocking pool, not on the one I/O thread: another
+// request is answered meanwhile. With the handler on the I/O thread the second request would
+// wait for it (the client's timeout turns that into a failure here rather than a hang).
+TEST_F(UnixServerTest, BlockingRoutesDoNotHoldTheIoThreads) {
+  options_.threads = 1;
+  std::promise<void> entered;
+  std::promise<void> release;
+  std::shared_future<void> release_f = release.get_future().share();
+  Router r = testRouter();
+  ASSERT_TRUE(r.add(
+      Method::kPost, "/slow",
+      [&](const Request& req) {
+        entered.set_value();
+        release_f.wait();
+        return Response::json(201, nlohmann::json{{"body", req.body}}.dump());
+      },
+      RouteOptions{.blocking = true}));
+  startServer(std::move(r));
+  auto reply = std::async(std::launch::async, [&] { return client().post("/slow", "{}"); });
+  entered.get_future().wait();
+  HttpClient other(ClientEndpoint::unixSocket(options_.unix_socket_path),
+                   std::chrono::milliseconds(20'000));
+  for (int i = 0; i < 3; ++i) {
+    auto r2 = other.get("/v1/jobs/" + std::to_string(i));
+    ASSERT_TRUE(r2.ok()) << r2.status().toString();
+    EXPECT_EQ(nlohmann::json::parse(r2->body)["id"], std::to_string(i));
+  }
+  release.set_value();
+  auto res = reply.get();
+  ASSERT_TRUE(res.ok()) << res.status().toString();
+  EXPECT_EQ(res->status, 201);
+  EXPECT_EQ(nlohmann::json::parse(res->body)["body"], "{}");
+}
+
+TEST_F(UnixServerTest, NegativeBlockingThreadsAreRefused) {
+  options_.blocking_threads = -1;
+  Server server(options_, testRouter());
+  Status s = server.start();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("blocking_threads"), std::string::npos) << s.toString();
 }
 
 TEST_F(UnixServerTest, StartFailures) {
