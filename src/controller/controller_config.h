@@ -44,9 +44,9 @@ struct ControllerSettings {
   // wait for its durable commit, so this bounds how many requests (and how many submissions
   // sharing one group commit) are in progress at once. Default: defaultApiThreads().
   int64_t api_threads = defaultApiThreads();
-  // Threads for submissions (POST /v1/jobs), which mostly wait for their durable commit: that
-  // many can wait at once, sharing fsyncs, without holding the API threads that serve reads.
-  // 0 runs submissions on the API threads.
+  // Threads for the routes that change a job (submit, cancel, requeue, hold, release, PATCH),
+  // which mostly wait for their durable commit: that many can wait at once, sharing fsyncs,
+  // without holding the API threads that serve reads. 0 runs them on the API threads.
   int64_t api_blocking_threads = 16;
   logging::LogOptions log;
 };

@@ -18,6 +18,11 @@ using nlohmann::json;
 
 constexpr int64_t kMaxLogChunk = 1 << 20;  // bytes per GET /v1/jobs/{id}/log
 
+// The routes that change jobs: most of their run is the wait for a durable commit, so they run
+// on the server's blocking pool, where many wait at once and share fsyncs while the API threads
+// keep serving reads.
+constexpr net::RouteOptions kCommits{.blocking = true};
+
 json eventJson(const store::JobEvent& e) {
   return json{{"seq", e.seq},
               {"time_us", toUnixMicros(e.time)},
@@ -44,9 +49,7 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_ASSIGN_OR_RETURN(std::vector<int64_t> ids, jobs.submit(caller, submit));
                return jsonResponse(201, json{{"ids", ids}});
              }),
-      // Most of a submission is the wait for its durable commit: on the blocking pool, many
-      // wait at once and share one fsync, while the API threads keep serving reads.
-      net::RouteOptions{.blocking = true});
+      kCommits);
   if (!added.isOk()) return added;
 
   added = router.add(
@@ -119,7 +122,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_RETURN_IF_ERROR(expectNoBody(req));
                GPOOL_RETURN_IF_ERROR(jobs.cancel(caller, id));
                return jsonResponse(200, json{{"id", id}, {"state", "CANCELLED"}});
-             }));
+             }),
+      kCommits);
   if (!added.isOk()) return added;
 
   added = router.add(
@@ -130,7 +134,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_RETURN_IF_ERROR(expectNoBody(req));
                GPOOL_RETURN_IF_ERROR(jobs.requeue(caller, id));
                return jsonResponse(200, json{{"id", id}, {"state", "PENDING"}});
-             }));
+             }),
+      kCommits);
   if (!added.isOk()) return added;
 
   added = router.add(
@@ -152,7 +157,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_RETURN_IF_ERROR(jobs.update(caller, id, time_limit, priority));
                GPOOL_ASSIGN_OR_RETURN(api::Job job, jobs.show(caller, id));
                return jsonResponse(200, api::toJson(job));
-             }));
+             }),
+      kCommits);
   if (!added.isOk()) return added;
 
   // A piece of a task's output; clients follow a log by polling with next_offset until
@@ -215,9 +221,11 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
           200, json{{"id", id}, {"state", api::jobStateName(job.state)}, {"reason", job.reason}});
     };
   };
-  added = router.add(net::Method::kPost, "/v1/jobs/{id}/hold", authed(ctx, {}, holdRoute(true)));
+  added = router.add(net::Method::kPost, "/v1/jobs/{id}/hold", authed(ctx, {}, holdRoute(true)),
+                     kCommits);
   if (!added.isOk()) return added;
-  return router.add(net::Method::kPost, "/v1/jobs/{id}/release", authed(ctx, {}, holdRoute(false)));
+  return router.add(net::Method::kPost, "/v1/jobs/{id}/release", authed(ctx, {}, holdRoute(false)),
+                    kCommits);
 }
 
 }  // namespace gpool::controller::routes

@@ -2,6 +2,7 @@
 // and every class of bad input.
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,26 @@ std::string message(const net::Response& r) {
   json j = json::parse(r.body, nullptr, false);
   if (j.is_discarded() || !j.contains("error")) return "<no error body: " + r.body + ">";
   return j["error"].value("message", "");
+}
+
+// Every route that changes a job runs on the server's blocking pool (its handler waits for a
+// durable commit), and no read does: reads keep the API threads to themselves.
+TEST_F(ApiTest, JobWritesAndOnlyThemRunOnTheBlockingPool) {
+  const std::set<std::string> writes = {
+      "POST /v1/jobs",       "POST /v1/jobs/{id}/cancel", "POST /v1/jobs/{id}/requeue",
+      "PATCH /v1/jobs/{id}", "POST /v1/jobs/{id}/hold",   "POST /v1/jobs/{id}/release"};
+  std::set<std::string> blocking;
+  size_t reads = 0;
+  for (const net::Router::Route& route : router_.routes()) {
+    const std::string name = std::string(net::methodName(route.method)) + " " + route.pattern;
+    if (route.options.blocking) blocking.insert(name);
+    if (route.method == Method::kGet) {
+      ++reads;
+      EXPECT_FALSE(route.options.blocking) << name;
+    }
+  }
+  EXPECT_EQ(blocking, writes);
+  EXPECT_GT(reads, 10u);
 }
 
 TEST_F(ApiTest, EventsShowTheJobsHistory) {
