@@ -17,8 +17,7 @@
 #include "agent/cgroup.h"
 #include "agent/sys_util.h"
 #include "api/json_reader.h"
-#include "common/base64.h"
-#include "gpu/gpu_json.h"
+#include "gpu/gpu_types.h"
 #include "vgpu/shm_region.h"
 
 namespace gpool::agent {
@@ -31,10 +30,109 @@ namespace {
 
 constexpr const char* kAgentVersion = "0.1.0";
 
-std::string stateWord(TaskState s) {
-  if (s == TaskState::kStarting) return "starting";
-  if (s == TaskState::kRunning) return "running";
-  return "exited";
+protocol::TaskPhase phaseOf(TaskState s) {
+  if (s == TaskState::kStarting) return protocol::TaskPhase::kStarting;
+  if (s == TaskState::kRunning) return protocol::TaskPhase::kRunning;
+  return protocol::TaskPhase::kExited;
+}
+
+// The inventory as `hello.gpus` carries it.
+protocol::Inventory inventoryMessage(const gpu::Inventory& inventory) {
+  protocol::Inventory out;
+  out.backend = inventory.backend;
+  out.simulated = inventory.simulated;
+  out.driver_version = inventory.driver_version;
+  out.cuda_driver_version = inventory.cuda_driver_version;
+  for (const gpu::GpuInfo& g : inventory.gpus) {
+    protocol::GpuInfo m;
+    m.uuid = g.uuid;
+    m.index = g.index;
+    m.pci_bus_id = g.pci_bus_id;
+    m.model = g.model;
+    m.memory_total_mib = g.memory_total_mib;
+    m.compute_capability = std::to_string(g.compute_capability_major) + "." +
+                           std::to_string(g.compute_capability_minor);
+    m.mig_enabled = g.mig_enabled;
+    for (const gpu::MigInstance& mi : g.mig_instances) {
+      m.mig_instances.push_back(protocol::MigInstance{mi.uuid, mi.profile, mi.gpu_instance_id,
+                                                      mi.compute_instance_id, mi.memory_mib});
+    }
+    m.simulated = g.simulated;
+    out.gpus.push_back(std::move(m));
+  }
+  for (const gpu::GpuLink& l : inventory.links) {
+    out.links.push_back(protocol::GpuLinkInfo{
+        l.gpu_a, l.gpu_b, gpu::topologyLevelName(l.level, l.nvlink_count), l.nvlink_count});
+  }
+  return out;
+}
+
+protocol::Telemetry telemetryMessage(const gpu::TelemetrySample& sample) {
+  protocol::Telemetry out;
+  out.taken_at_us = toUnixMicros(sample.taken_at);
+  out.simulated = sample.simulated;
+  for (const gpu::GpuTelemetry& t : sample.gpus) {
+    protocol::GpuSample g;
+    g.uuid = t.uuid;
+    g.index = t.index;
+    g.utilization_pct = t.utilization_pct;
+    g.memory_utilization_pct = t.memory_utilization_pct;
+    g.memory_used_mib = t.memory_used_mib;
+    g.memory_total_mib = t.memory_total_mib;
+    g.temperature_c = t.temperature_c;
+    g.power_w = t.power_w;
+    g.sm_clock_mhz = t.sm_clock_mhz;
+    g.memory_clock_mhz = t.memory_clock_mhz;
+    g.ecc_corrected = t.ecc_corrected;
+    g.ecc_uncorrected = t.ecc_uncorrected;
+    g.xid_errors = t.xid_errors;
+    for (const gpu::GpuProcess& p : t.processes)
+      g.processes.push_back(protocol::GpuProcessSample{p.pid, p.used_mib, {}, {}});
+    out.gpus.push_back(std::move(g));
+  }
+  return out;
+}
+
+// What the launcher runs for `entry`; its GPUs are resolved against the inventory by the caller.
+TaskLaunch taskLaunchFrom(const TaskEntry& entry) {
+  const protocol::Launch& in = entry.launch;
+  TaskLaunch l;
+  l.job_id = std::to_string(entry.assignment.job_id);
+  l.task_index = entry.assignment.task;
+  l.argv = in.argv;
+  l.env = in.env;
+  l.working_dir = in.working_dir;
+  l.user = in.user;
+  if (in.uid) l.uid = *in.uid;
+  if (in.gid) l.gid = *in.gid;
+  l.cpu_millicores = in.cpus_milli;
+  l.memory_mib = in.memory_mib;
+  l.pids_max = in.pids_max;
+  if (in.slice) {
+    l.slice = SliceQuota{};
+    l.slice->memory_mib = in.slice->memory_mib;
+    l.slice->compute = in.slice->compute_milli;
+  }
+  if (in.rendezvous) {
+    const protocol::RendezvousTerms& r = *in.rendezvous;
+    l.rendezvous =
+        Rendezvous{r.master_addr, r.master_port, r.world_size, r.rank, r.local_rank, r.node_rank};
+  }
+  l.time_limit_ms = in.time_limit_seconds * 1000;
+  if (in.grace_seconds) l.grace_ms = *in.grace_seconds * 1000;
+  return l;
+}
+
+protocol::Finding findingMessage(const gpu::Finding& f) {
+  protocol::Finding out;
+  out.check = f.check;
+  out.severity = std::string(gpu::severityName(f.severity));
+  out.gpu_uuid = f.gpu_uuid;
+  out.pid = f.pid;
+  out.used_mib = static_cast<int64_t>(f.used_mib);
+  out.unhealthy = f.unhealthy;
+  out.message = f.message;
+  return out;
 }
 
 // The parent pid of `pid` from /proc, 0 when unknown.
@@ -124,12 +222,8 @@ Status Agent::start() {
   return Status::ok();
 }
 
-void Agent::send(std::string_view type, json body) {
-  outbox_.push_back(protocol::encodeEnvelope(type, ++seq_out_, last_seq_in_, std::move(body)));
-}
-
 void Agent::sendError(std::string_view code, std::string_view message, int64_t in_reply_to) {
-  send("error", json{{"code", code}, {"message", message}, {"in_reply_to", in_reply_to}});
+  send(protocol::Error{std::string(code), std::string(message), in_reply_to});
 }
 
 std::vector<json> Agent::takeOutbox() {
@@ -138,28 +232,28 @@ std::vector<json> Agent::takeOutbox() {
   return out;
 }
 
-json Agent::taskJson(const Tracked& t) const {
+protocol::TaskReport Agent::taskReport(const Tracked& t) const {
   const TaskStatus& s = t.info.status;
-  json j{{"name", t.info.name},
-         {"assignment", t.has_assignment ? protocol::toJson(t.assignment) : json(nullptr)},
-         {"state", stateWord(s.state)},
-         {"final_state", taskStateName(s.state)},
-         {"pid", s.task_pid},
-         {"started_at_us", s.started_at_us},
-         {"log_paths",
-          {launcher_.taskDir(t.info.name) + "/stdout.log",
-           launcher_.taskDir(t.info.name) + "/stderr.log"}}};
-  if (!options_.shell_socket.empty()) j["shell_socket"] = options_.shell_socket;
+  protocol::TaskReport r;
+  r.name = t.info.name;
+  if (t.has_assignment) r.assignment = t.assignment;
+  r.state = phaseOf(s.state);
+  r.final_state = std::string(taskStateName(s.state));
+  r.pid = s.task_pid;
+  r.started_at_us = s.started_at_us;
+  r.log_paths = {launcher_.taskDir(t.info.name) + "/stdout.log",
+                 launcher_.taskDir(t.info.name) + "/stderr.log"};
+  r.shell_socket = options_.shell_socket;
   if (isTerminal(s.state)) {
-    j["ended_at_us"] = s.ended_at_us;
-    j["exit_code"] = s.exit_code;
-    j["signal"] = s.signal;
-    j["oom_killed"] = s.state == TaskState::kOutOfMemory;
-    j["timed_out"] = s.state == TaskState::kTimeout;
-    j["cancelled"] = s.state == TaskState::kCancelled || s.state == TaskState::kPreempted;
-    if (!s.reason.empty()) j["reason"] = s.reason;
+    r.ended_at_us = s.ended_at_us;
+    r.exit_code = s.exit_code;
+    r.signal = s.signal;
+    r.oom_killed = s.state == TaskState::kOutOfMemory;
+    r.timed_out = s.state == TaskState::kTimeout;
+    r.cancelled = s.state == TaskState::kCancelled || s.state == TaskState::kPreempted;
+    r.reason = s.reason;
   }
-  return j;
+  return r;
 }
 
 json Agent::helloMessage() {
@@ -168,7 +262,7 @@ json Agent::helloMessage() {
   // Level-triggered: a new connection gets telemetry and the health findings again at the next
   // tick (the controller starts every GPU of a (re)registered node healthy).
   last_telemetry_.reset();
-  last_findings_ = json::array();
+  last_findings_.clear();
   utsname u{};
   ::uname(&u);
   std::string hostname = options_.hostname;
@@ -181,51 +275,61 @@ json Agent::helloMessage() {
           static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) / (1024 * 1024);
   }
   auto layout = CgroupLayout::detect();
-  json node{{"name", options_.node_name},
-            {"hostname", hostname},
-            {"labels", options_.labels},
-            {"cpu_millis", cpu},
-            {"ram_mib", ram},
-            {"agent_version", kAgentVersion},
-            {"os", std::string(u.sysname) + " " + u.release},
-            {"cgroup", layout.ok() ? std::string(cgroupModeName(layout->mode)) : "unknown"}};
-  json tasks = json::array();
+  protocol::Hello hello;
+  hello.node.name = options_.node_name;
+  hello.node.hostname = hostname;
+  hello.node.labels = options_.labels;
+  hello.node.cpu_millis = cpu;
+  hello.node.ram_mib = ram;
+  hello.node.agent_version = kAgentVersion;
+  hello.node.os = std::string(u.sysname) + " " + u.release;
+  hello.node.cgroup = layout.ok() ? std::string(cgroupModeName(layout->mode)) : "unknown";
+  hello.gpus = inventoryMessage(inventory_);
   for (const auto& [name, t] : tasks_)
-    tasks.push_back(taskJson(t));
-  json body{{"node", node},
-            {"gpus", gpu::toJson(inventory_)},
-            {"tasks", tasks},
-            {"last_node_epoch", node_epoch_}};
-  return protocol::encodeEnvelope("hello", ++seq_out_, 0, std::move(body));
+    hello.tasks.push_back(taskReport(t));
+  hello.last_node_epoch = node_epoch_;
+  return protocol::encodeMessage(hello, ++seq_out_, 0);
 }
+
+namespace {
+
+// Decodes `body` as an M and hands it to `on`; a decoding error is returned as it is.
+template <typename M, typename F>
+Status dispatch(const json& body, F&& on) {
+  Result<M> m = protocol::decodeBody<M>(body);
+  if (!m.ok()) return m.status();
+  return on(std::move(*m));
+}
+
+}  // namespace
 
 void Agent::handle(const json& msg) {
   Result<protocol::Envelope> env = protocol::decodeEnvelope(msg);
   if (!env.ok()) {
-    int64_t seq = msg.is_object() && msg.contains("seq") && msg["seq"].is_number_integer()
-                      ? msg["seq"].get<int64_t>()
-                      : 0;
     const char* code = env.status().code() == StatusCode::kFailedPrecondition
                            ? "unsupported_version"
                            : "invalid_argument";
-    sendError(code, env.status().message(), seq);
+    sendError(code, env.status().message(), protocol::peekSeq(msg));
     return;
   }
   last_seq_in_ = std::max(last_seq_in_, env->seq);
+  const int64_t seq = env->seq;
+  const std::string& type = env->type;
   Status s;
-  if (env->type == "welcome") {
-    s = onWelcome(env->body);
-  } else if (env->type == "desired_state") {
-    s = onDesiredState(env->body, env->seq);
-  } else if (env->type == "assign") {
-    s = onAssign(env->body, env->seq);
-  } else if (env->type == "cancel") {
-    s = onCancel(env->body, env->seq);
-  } else if (env->type == "lease") {
-    s = onLease(env->body);
-  } else if (env->type == "read_log") {
-    s = onReadLog(env->body);
-  } else if (env->type == "error") {
+  if (type == protocol::Welcome::kType) {
+    s = dispatch<protocol::Welcome>(env->body, [&](auto m) { return onWelcome(m); });
+  } else if (type == protocol::DesiredState::kType) {
+    s = dispatch<protocol::DesiredState>(env->body,
+                                         [&](auto m) { return onDesiredState(std::move(m), seq); });
+  } else if (type == protocol::Assign::kType) {
+    s = dispatch<protocol::Assign>(env->body, [&](auto m) { return onAssign(std::move(m), seq); });
+  } else if (type == protocol::Cancel::kType) {
+    s = dispatch<protocol::Cancel>(env->body, [&](auto m) { return onCancel(m, seq); });
+  } else if (type == protocol::Lease::kType) {
+    s = dispatch<protocol::Lease>(env->body, [&](auto m) { return onLease(m); });
+  } else if (type == protocol::ReadLog::kType) {
+    s = dispatch<protocol::ReadLog>(env->body, [&](auto m) { return onReadLog(m); });
+  } else if (type == protocol::Error::kType) {
     return;  // the controller's complaint; nothing to answer
   } else {
     sendError("unimplemented", "type: unknown message type '" + env->type + "'", env->seq);
@@ -248,78 +352,27 @@ Status Agent::acceptNodeEpoch(int64_t epoch) {
   return Status::ok();
 }
 
-namespace {
-
-struct WelcomeLease {
-  int64_t duration_s = 0;
-  int64_t renew_every_s = 0;
-};
-Status fromJson(const json& j, WelcomeLease* out, std::string_view path) {
-  api::ObjectReader r(j, path);
-  r.integer("duration_s", &out->duration_s, api::Presence::kRequired, int64_t{1}, int64_t{86400});
-  r.integer("renew_every_s", &out->renew_every_s, api::Presence::kOptional, int64_t{1},
-            int64_t{86400});
-  return r.finish();
-}
-
-struct WelcomeConfig {
-  std::optional<int64_t> heartbeat_interval_s;
-  std::optional<int64_t> telemetry_interval_s;
-  std::optional<std::string> stray_policy;
-};
-Status fromJson(const json& j, WelcomeConfig* out, std::string_view path) {
-  api::ObjectReader r(j, path);
-  r.optionalInteger("heartbeat_interval_s", &out->heartbeat_interval_s, int64_t{1}, int64_t{3600});
-  r.optionalInteger("telemetry_interval_s", &out->telemetry_interval_s, int64_t{1}, int64_t{3600});
-  r.optionalString("stray_policy", &out->stray_policy);
-  if (out->stray_policy) {
-    r.check(*out->stray_policy == "report" || *out->stray_policy == "kill", "stray_policy",
-            "expected \"report\" or \"kill\"");
-  }
-  return r.finish();
-}
-
-}  // namespace
-
-Status Agent::onWelcome(const json& body) {
-  int64_t epoch = 0;
-  std::string credential;
-  std::optional<WelcomeLease> lease;
-  std::optional<WelcomeConfig> config;
-  api::ObjectReader r(body, "");
-  r.integer("node_epoch", &epoch, api::Presence::kRequired, int64_t{0},
-            std::numeric_limits<int64_t>::max());
-  r.string("node_credential", &credential);
-  r.optionalObject("lease", &lease);
-  r.optionalObject("config", &config);
-  GPOOL_RETURN_IF_ERROR(r.finish());
-  GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(epoch));
-  if (!credential.empty()) node_credential_ = std::move(credential);
-  if (lease && Micros(lease->duration_s * 1'000'000) != options_.lease) {
-    options_.lease = Micros(lease->duration_s * 1'000'000);
+Status Agent::onWelcome(const protocol::Welcome& m) {
+  GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(m.node_epoch));
+  if (!m.node_credential.empty()) node_credential_ = m.node_credential;
+  if (m.lease && Micros(m.lease->duration_s * 1'000'000) != options_.lease) {
+    options_.lease = Micros(m.lease->duration_s * 1'000'000);
     fence_ = std::make_unique<Fence>(clock_, options_.lease);
   }
-  if (config) {
-    if (config->heartbeat_interval_s)
-      options_.heartbeat_interval = Micros(*config->heartbeat_interval_s * 1'000'000);
-    if (config->telemetry_interval_s)
-      options_.telemetry_interval = Micros(*config->telemetry_interval_s * 1'000'000);
-    if (config->stray_policy) options_.kill_strays = *config->stray_policy == "kill";
+  if (m.config) {
+    if (m.config->heartbeat_interval_s)
+      options_.heartbeat_interval = Micros(*m.config->heartbeat_interval_s * 1'000'000);
+    if (m.config->telemetry_interval_s)
+      options_.telemetry_interval = Micros(*m.config->telemetry_interval_s * 1'000'000);
+    if (m.config->stray_policy) options_.kill_strays = *m.config->stray_policy == "kill";
   }
   fence_->recordContact();
   fenced_ = false;
   return Status::ok();
 }
 
-Status Agent::onLease(const json& body) {
-  int64_t epoch = 0;
-  TimePoint valid_until;
-  api::ObjectReader r(body, "");
-  r.integer("node_epoch", &epoch, api::Presence::kRequired, int64_t{0},
-            std::numeric_limits<int64_t>::max());
-  r.time("valid_until", &valid_until, api::Presence::kRequired);
-  GPOOL_RETURN_IF_ERROR(r.finish());
-  GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(epoch));
+Status Agent::onLease(const protocol::Lease& m) {
+  GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(m.node_epoch));
   // The lease runs on our own monotonic clock (skew cannot extend it); valid_until is the
   // controller's view, informational here.
   fence_->recordContact();
@@ -327,19 +380,10 @@ Status Agent::onLease(const json& body) {
   return Status::ok();
 }
 
-Status Agent::onDesiredState(const json& body, int64_t seq) {
-  int64_t epoch = 0;
-  bool drain = false;
-  std::vector<TaskEntry> entries;
-  api::ObjectReader r(body, "");
-  r.integer("node_epoch", &epoch, api::Presence::kRequired, int64_t{0},
-            std::numeric_limits<int64_t>::max());
-  r.objectList("tasks", &entries, api::Presence::kRequired);
-  r.boolean("drain", &drain);
-  GPOOL_RETURN_IF_ERROR(r.finish());
-  GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(epoch));
+Status Agent::onDesiredState(protocol::DesiredState m, int64_t seq) {
+  GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(m.node_epoch));
   std::set<std::string> desired;
-  for (const TaskEntry& e : entries)
+  for (const TaskEntry& e : m.tasks)
     desired.insert(protocol::taskName(e.assignment));
   // Stop what is not desired first, so that its resources are free for the new starts.
   for (auto& [name, t] : tasks_) {
@@ -349,40 +393,19 @@ Status Agent::onDesiredState(const json& body, int64_t seq) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     it = desired.count(it->first) ? std::next(it) : pending_.erase(it);
   }
-  for (TaskEntry& e : entries)
+  for (TaskEntry& e : m.tasks)
     reconcileEntry(std::move(e), seq);
   return Status::ok();
 }
 
-Status Agent::onAssign(const json& body, int64_t seq) {
-  json entry_json = body;
-  if (entry_json.is_object() && entry_json.contains("node_epoch")) {
-    const json& e = entry_json["node_epoch"];
-    if (!e.is_number_integer()) return Status::invalidArgument("node_epoch: expected an integer");
-    GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(e.get<int64_t>()));
-    entry_json.erase("node_epoch");
-  }
-  TaskEntry entry;
-  GPOOL_RETURN_IF_ERROR(protocol::fromJson(entry_json, &entry, ""));
-  reconcileEntry(std::move(entry), seq);
+Status Agent::onAssign(protocol::Assign m, int64_t seq) {
+  if (m.node_epoch) GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(*m.node_epoch));
+  reconcileEntry(std::move(m.entry), seq);
   return Status::ok();
 }
 
-Status Agent::onCancel(const json& body, int64_t seq) {
-  Assignment a;
-  std::string signal = "TERM";
-  int64_t grace_s = -1;
-  std::string reason = "cancelled";
-  api::ObjectReader r(body, "");
-  r.object("assignment", &a, api::Presence::kRequired);
-  r.string("signal", &signal);
-  r.integer("grace_s", &grace_s, api::Presence::kOptional, int64_t{0}, int64_t{86400});
-  r.string("reason", &reason);
-  r.check(signal == "TERM", "signal", "only TERM is supported");
-  r.check(reason == "cancelled" || reason == "preempted" || reason == "timeout" ||
-              reason == "node_fail",
-          "reason", "expected cancelled, preempted, timeout or node_fail");
-  GPOOL_RETURN_IF_ERROR(r.finish());
+Status Agent::onCancel(const protocol::Cancel& m, int64_t seq) {
+  const Assignment& a = m.assignment;
   std::string name = protocol::taskName(a);
   pending_.erase(name);
   auto it = tasks_.find(name);
@@ -397,87 +420,62 @@ Status Agent::onCancel(const json& body, int64_t seq) {
   }
   if (isTerminal(t.info.status.state) || t.stopping) return Status::ok();
   std::optional<int64_t> grace;
-  if (grace_s >= 0) grace = grace_s * 1000;
-  stopTask(t, reason == "cancelled" ? StopReason::kCancel : StopReason::kPreempt, reason, grace);
+  if (m.grace_s) grace = *m.grace_s * 1000;
+  stopTask(t, m.reason == "cancelled" ? StopReason::kCancel : StopReason::kPreempt, m.reason,
+           grace);
   return Status::ok();
 }
 
-Status Agent::onReadLog(const json& body) {
-  // What one answer may carry: the controller asks for at most this much (agent_link.h).
-  constexpr int64_t kMaxRead = 1 << 20;
-  int64_t request = 0;
-  int64_t job_id = 0;
-  int64_t task = 0;
-  int64_t lease_epoch = 0;
-  std::string stream;
-  int64_t offset = 0;
-  int64_t max_bytes = 0;
-  api::ObjectReader r(body, "");
-  r.integer("request", &request, api::Presence::kRequired, int64_t{1},
-            std::numeric_limits<int64_t>::max());
-  r.integer("job_id", &job_id, api::Presence::kRequired, int64_t{1},
-            std::numeric_limits<int64_t>::max());
-  r.integer("task", &task, api::Presence::kRequired, int64_t{0},
-            int64_t{std::numeric_limits<uint32_t>::max()});
-  r.integer("lease_epoch", &lease_epoch, api::Presence::kRequired, int64_t{0},
-            std::numeric_limits<int64_t>::max());
-  r.string("stream", &stream, api::Presence::kRequired);
-  r.integer("offset", &offset, api::Presence::kRequired, int64_t{0},
-            std::numeric_limits<int64_t>::max());
-  r.integer("max_bytes", &max_bytes, api::Presence::kRequired, int64_t{1}, kMaxRead);
-  r.check(stream == "stdout" || stream == "stderr", "stream", "expected stdout or stderr");
-  GPOOL_RETURN_IF_ERROR(r.finish());
-  json answer{{"request", request},         {"job_id", job_id}, {"task", task},
-              {"lease_epoch", lease_epoch}, {"stream", stream}, {"offset", offset}};
-  Assignment a;
-  a.job_id = job_id;
-  a.task = static_cast<uint32_t>(task);
-  const std::string name = protocol::taskName(a);
+Status Agent::onReadLog(const protocol::ReadLog& m) {
+  protocol::LogData answer;
+  answer.request = m.request;
+  answer.job_id = m.job_id;
+  answer.task = m.task;
+  answer.lease_epoch = m.lease_epoch;
+  answer.stream = m.stream;
+  answer.offset = m.offset;
+  const std::string name = protocol::taskName(m.job_id, m.task);
   // The task's directory holds the log of its latest attempt here only.
   auto it = tasks_.find(name);
   if (it != tasks_.end() && it->second.has_assignment &&
-      it->second.assignment.lease_epoch != lease_epoch) {
-    answer["error"] = "the log of job " + std::to_string(job_id) + " task " + std::to_string(task) +
-                      " under lease epoch " + std::to_string(lease_epoch) + " is gone: epoch " +
-                      std::to_string(it->second.assignment.lease_epoch) + " ran here since";
-    send("log_data", std::move(answer));
+      it->second.assignment.lease_epoch != m.lease_epoch) {
+    answer.error = "the log of job " + std::to_string(m.job_id) + " task " +
+                   std::to_string(m.task) + " under lease epoch " + std::to_string(m.lease_epoch) +
+                   " is gone: epoch " + std::to_string(it->second.assignment.lease_epoch) +
+                   " ran here since";
+    send(answer);
     return Status::ok();
   }
   // The name is built from two integers, so the path stays inside the state directory; the
   // last component is not followed if the task replaced its log with a link.
-  const std::string path = launcher_.taskDir(name) + "/" + stream + ".log";
+  const std::string path = launcher_.taskDir(name) + "/" + m.stream + ".log";
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     int err = errno;
-    if (err == ENOENT) {
-      answer["found"] = false;
-    } else {
-      answer["error"] = "cannot open " + path + ": " + std::strerror(err);
-    }
-    send("log_data", std::move(answer));
+    if (err != ENOENT) answer.error = "cannot open " + path + ": " + std::strerror(err);
+    send(answer);
     return Status::ok();
   }
   struct stat st {};
-  std::string bytes;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    answer["error"] = path + " is not a regular file";
+    answer.error = path + " is not a regular file";
   } else {
     auto size = static_cast<int64_t>(st.st_size);
-    if (offset < size) {
-      bytes.resize(static_cast<size_t>(std::min(max_bytes, size - offset)));
-      ssize_t got = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (m.offset < size) {
+      answer.data.resize(static_cast<size_t>(std::min(m.max_bytes, size - m.offset)));
+      ssize_t got =
+          ::pread(fd, answer.data.data(), answer.data.size(), static_cast<off_t>(m.offset));
       if (got < 0) {
-        answer["error"] = "cannot read " + path + ": " + std::strerror(errno);
+        answer.error = "cannot read " + path + ": " + std::strerror(errno);
         got = 0;
       }
-      bytes.resize(static_cast<size_t>(got));
+      answer.data.resize(static_cast<size_t>(got));
     }
-    answer["found"] = true;
-    answer["size"] = size;
-    answer["data"] = base64Encode(bytes);
+    answer.found = true;
+    answer.size = size;
   }
   ::close(fd);
-  send("log_data", std::move(answer));
+  send(answer);
   return Status::ok();
 }
 
@@ -545,15 +543,15 @@ void Agent::startTask(TaskEntry entry) {
     (void)launcher_.remove(name);
     tasks_.erase(old);
   }
-  TaskLaunch& launch = entry.launch;
-  for (const std::string& uuid : entry.gpu_uuids) {
+  TaskLaunch launch = taskLaunchFrom(entry);
+  for (const std::string& uuid : entry.launch.gpus) {
     const gpu::GpuInfo* g = inventory_.findGpu(uuid);
     if (g == nullptr) return fail(Status::invalidArgument("gpus: no GPU " + uuid + " here"));
     // The device minor: NVML's minor number equals the index on every driver we target.
     launch.gpus.push_back(TaskGpu{uuid, static_cast<int32_t>(g->index)});
   }
   if (launch.slice) {
-    const gpu::GpuInfo* g = inventory_.findGpu(entry.gpu_uuids[0]);
+    const gpu::GpuInfo* g = inventory_.findGpu(entry.launch.gpus[0]);
     if (options_.vgpu_dir.empty()) {
       return fail(Status::failedPrecondition("slice: the agent has no vgpu_dir configured"));
     }
@@ -603,11 +601,10 @@ void Agent::stopTask(Tracked& t, StopReason reason, std::string why,
 
 void Agent::reportTask(Tracked& t) {
   if (!t.has_assignment) return;  // nothing the controller can match it to
-  json body{{"assignment", protocol::toJson(t.assignment)}};
-  body.update(taskJson(t));
-  body.erase("name");
-  if (t.stopping && isTerminal(t.info.status.state)) body["stop_reason"] = t.stop_reason;
-  send("task_update", std::move(body));
+  protocol::TaskUpdate update{taskReport(t)};
+  update.report.name.clear();  // the assignment names it
+  if (t.stopping && isTerminal(t.info.status.state)) update.report.stop_reason = t.stop_reason;
+  send(update);
   t.reported = t.info.status.state;
   t.reported_once = true;
   if (isTerminal(t.info.status.state)) {
@@ -654,15 +651,17 @@ void Agent::sampleAndCheck(TimePoint now) {
   auto inventory = backend_.inventory();
   if (inventory.ok()) inventory_ = *inventory;
   auto sample = backend_.sample();
-  json findings = json::array();
+  std::vector<protocol::Finding> findings;
   if (!sample.ok()) {
-    findings.push_back(json{{"check", "backend_error"},
-                            {"severity", "critical"},
-                            {"message", sample.status().toString()}});
+    protocol::Finding f;
+    f.check = "backend_error";
+    f.severity = "critical";
+    f.message = sample.status().toString();
+    findings.push_back(std::move(f));
   } else {
-    json telemetry = gpu::toJson(*sample);
+    protocol::Telemetry telemetry = telemetryMessage(*sample);
     for (const gpu::Finding& f : gpu::checkHealth(inventory_, *sample, options_.health))
-      findings.push_back(gpu::toJson(f));
+      findings.push_back(findingMessage(f));
     // A GPU process belongs to a task when it descends from the task's process. Processes of
     // running tasks are tagged with their job and task in the telemetry, so that the
     // controller attributes a shared GPU's memory to its tenants.
@@ -678,14 +677,14 @@ void Agent::sampleAndCheck(TimePoint now) {
           auto& set = ended ? own.dead_task_pids : own.task_pids;
           set[g.uuid].insert(p.pid);
           if (!ended && t.has_assignment) {
-            json& entry = telemetry["gpus"][gi]["processes"][pi];
-            entry["job_id"] = t.assignment.job_id;
-            entry["task"] = t.assignment.task;
+            protocol::GpuProcessSample& entry = telemetry.gpus[gi].processes[pi];
+            entry.job_id = t.assignment.job_id;
+            entry.task = t.assignment.task;
           }
         }
       }
     }
-    send("telemetry", std::move(telemetry));
+    send(telemetry);
     std::vector<gpu::Finding> hygiene = gpu::findStrayProcesses(*sample, own, options_.hygiene);
     std::vector<gpu::Finding> lasting = strays_.update(hygiene, now);
     std::map<std::pair<std::string, int>, std::string> actions;
@@ -697,19 +696,19 @@ void Agent::sampleAndCheck(TimePoint now) {
       }
     }
     for (const gpu::Finding& f : hygiene) {
-      json j = gpu::toJson(f);
+      protocol::Finding m = findingMessage(f);
       auto a = actions.find({f.gpu_uuid, f.pid});
       if (a != actions.end()) {
-        j["action"] = a->second;
+        m.action = a->second;
       } else if (f.pid != 0) {
-        j["action"] = "reported";
+        m.action = "reported";
       }
-      findings.push_back(std::move(j));
+      findings.push_back(std::move(m));
     }
   }
   if (findings != last_findings_) {
     last_findings_ = findings;
-    send("health", json{{"findings", findings}, {"time_us", toUnixMicros(now)}});
+    send(protocol::Health{std::move(findings), toUnixMicros(now)});
   }
 }
 
@@ -720,7 +719,7 @@ void Agent::tick() {
   fenceTasks();
   if (!last_heartbeat_ || mono - *last_heartbeat_ >= options_.heartbeat_interval) {
     last_heartbeat_ = mono;
-    send("heartbeat", json{{"time_us", toUnixMicros(now)}, {"lease_ok", fence_->mayStartWork()}});
+    send(protocol::Heartbeat{toUnixMicros(now), fence_->mayStartWork()});
   }
   if (!last_telemetry_ || mono - *last_telemetry_ >= options_.telemetry_interval) {
     last_telemetry_ = mono;

@@ -12,11 +12,11 @@
 
 #include "agent/fence.h"
 #include "agent/launcher.h"
-#include "agent/protocol.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "gpu/gpu_backend.h"
 #include "gpu/health.h"
+#include "protocol/agent_protocol.h"
 
 namespace gpool::agent {
 
@@ -105,16 +105,20 @@ class Agent {
     std::vector<std::string> regions;  // vgpu region files to delete at the end
   };
 
-  void send(std::string_view type, nlohmann::json body);
+  // Queues one message with the next sequence number.
+  template <typename M>
+  void send(const M& m) {
+    outbox_.push_back(protocol::encodeMessage(m, ++seq_out_, last_seq_in_));
+  }
   void sendError(std::string_view code, std::string_view message, int64_t in_reply_to);
 
-  Status onWelcome(const nlohmann::json& body);
-  Status onDesiredState(const nlohmann::json& body, int64_t seq);
-  Status onAssign(const nlohmann::json& body, int64_t seq);
-  Status onCancel(const nlohmann::json& body, int64_t seq);
-  Status onLease(const nlohmann::json& body);
+  Status onWelcome(const protocol::Welcome& m);
+  Status onDesiredState(protocol::DesiredState m, int64_t seq);
+  Status onAssign(protocol::Assign m, int64_t seq);
+  Status onCancel(const protocol::Cancel& m, int64_t seq);
+  Status onLease(const protocol::Lease& m);
   // `read_log`: answers `log_data` with a piece of one of this node's task logs.
-  Status onReadLog(const nlohmann::json& body);
+  Status onReadLog(const protocol::ReadLog& m);
   // Checks and records the node epoch of a message; FailedPrecondition for an older one.
   Status acceptNodeEpoch(int64_t epoch);
 
@@ -126,7 +130,7 @@ class Agent {
   // Reads the launcher's status of every task and reports changes.
   void refreshTasks();
   void reportTask(Tracked& t);
-  nlohmann::json taskJson(const Tracked& t) const;
+  protocol::TaskReport taskReport(const Tracked& t) const;
 
   void fenceTasks();
   void sampleAndCheck(TimePoint now);
@@ -152,7 +156,7 @@ class Agent {
   std::vector<nlohmann::json> outbox_;
   std::optional<Micros> last_heartbeat_;
   std::optional<Micros> last_telemetry_;
-  nlohmann::json last_findings_ = nlohmann::json::array();
+  std::vector<protocol::Finding> last_findings_;  // the latest `health` sent
   bool fenced_ = false;
 };
 

@@ -23,10 +23,12 @@
 #include "controller/telemetry_history.h"
 #include "net/router.h"
 #include "net/websocket.h"
+#include "protocol/agent_protocol.h"
 #include "store/store.h"
 
 // The controller's end of docs/agent-protocol.md: the `/v1/agent` WebSocket route and the
-// AgentGateway the scheduling loop sends `assign` / `cancel` through.
+// AgentGateway the scheduling loop sends `assign` / `cancel` through. Frames are encoded and
+// decoded by the protocol module (src/protocol/agent_protocol.h) that the agent uses too.
 //
 // Per connection: the agent's `hello` registers its node and GPUs with the NodeRegistry (a new
 // node epoch), applies the tasks it reports, and is answered with `welcome` (node epoch, lease,
@@ -76,13 +78,11 @@ inline constexpr uint16_t kCloseForbidden = 4003;  // node credential for anothe
 inline constexpr uint16_t kCloseTakenOver = 4009;
 inline constexpr uint16_t kCloseNodeDown = 4010;
 
-inline constexpr int kAgentProtocolVersion = 1;
-
 // Log reads relayed to agents (LogRelay): at most this many wait for an answer or to be taken
 // at once (each answer holds at most kMaxRelayedLogBytes), and an answer not taken, or a
 // request not answered, within kRelayedLogExpiry is dropped (the next ask sends it again).
 inline constexpr size_t kMaxRelayedLogReads = 64;
-inline constexpr uint64_t kMaxRelayedLogBytes = 1 << 20;
+inline constexpr uint64_t kMaxRelayedLogBytes = protocol::kMaxLogReadBytes;
 inline constexpr Micros kRelayedLogExpiry{std::chrono::seconds(30)};
 
 class AgentLink final : public AgentGateway, public LogRelay {
@@ -117,7 +117,8 @@ class AgentLink final : public AgentGateway, public LogRelay {
 
   // The entries of a `desired_state` for `node`: every task of a RUNNING or COMPLETING job
   // placed there, with its launch description. Store errors are returned.
-  Result<nlohmann::json> desiredTasks(const std::string& node, int64_t node_epoch);
+  Result<std::vector<protocol::TaskEntry>> desiredTasks(const std::string& node,
+                                                        int64_t node_epoch);
 
   // The address a node's peers reach it by: the hostname of its last hello, else its name.
   // Thread-safe.
@@ -134,27 +135,32 @@ class AgentLink final : public AgentGateway, public LogRelay {
 
   SessionPtr sessionFor(uint64_t id) const;
   // Encodes and queues one message on `session` with the next sequence number.
-  void send(const SessionPtr& session, std::string_view type, nlohmann::json body);
+  template <typename M>
+  void send(const SessionPtr& session, const M& m) {
+    sendFrame(session, M::kType, protocol::toJson(m));
+  }
+  void sendFrame(const SessionPtr& session, std::string_view type, nlohmann::json body);
   void sendError(const SessionPtr& session, std::string_view code, std::string_view message,
                  int64_t in_reply_to);
   // The session currently serving `node`, or null.
   SessionPtr current(const std::string& node) const;
 
-  Status onHello(const SessionPtr& session, const nlohmann::json& body, int64_t seq);
-  Status onHeartbeat(const SessionPtr& session, const nlohmann::json& body);
-  Status onTaskUpdate(const SessionPtr& session, const nlohmann::json& body);
-  Status onTelemetry(const SessionPtr& session, const nlohmann::json& body);
-  Status onHealth(const SessionPtr& session, const nlohmann::json& body);
-  Status onLogData(const SessionPtr& session, const nlohmann::json& body);
+  Status onHello(const SessionPtr& session, const protocol::Hello& m);
+  Status onHeartbeat(const SessionPtr& session, const protocol::Heartbeat& m);
+  Status onTaskUpdate(const SessionPtr& session, const protocol::TaskUpdate& m);
+  Status onTelemetry(const SessionPtr& session, const protocol::Telemetry& m);
+  Status onHealth(const SessionPtr& session, const protocol::Health& m);
+  Status onLogData(const SessionPtr& session, const protocol::LogData& m);
   // The tasks holding each GPU of `node`, from the store's running jobs (read at most once a
   // second for all nodes together).
   Result<std::map<std::string, std::vector<GpuTenant>>> tenantsOf(const std::string& node);
 
-  struct TaskReport;
-  // Applies one reported task (from hello or task_update) to the loop.
-  void applyReport(const SessionPtr& session, const TaskReport& report);
+  // Applies one reported task (from hello or task_update) to the loop; a report without an
+  // assignment changes nothing.
+  void applyReport(const SessionPtr& session, const protocol::TaskReport& report);
   // Stores the report's log paths and shell socket in the task's allocation (best effort).
-  void recordTaskFiles(int64_t job_id, const TaskReport& report, const std::string& what);
+  // REQUIRES: report.assignment is set.
+  void recordTaskFiles(int64_t job_id, const protocol::TaskReport& report, const std::string& what);
 
   store::Store& store_;
   NodeRegistry& registry_;
@@ -217,6 +223,10 @@ std::optional<TaskRendezvous> rendezvousFor(
 
 // The task entry of `desired_state` / `assign` for one assignment (docs/agent-protocol.md).
 // `address_of` as for rendezvousFor.
+protocol::TaskEntry taskEntryFor(
+    const TaskAssignment& assignment,
+    const std::function<std::string(const std::string&)>& address_of = nullptr);
+// taskEntryFor as JSON.
 nlohmann::json taskEntryJson(
     const TaskAssignment& assignment,
     const std::function<std::string(const std::string&)>& address_of = nullptr);
