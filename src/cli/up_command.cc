@@ -25,10 +25,13 @@
 #include <thread>
 #include <vector>
 
+#include "agent/agent_config.h"
 #include "api/job_spec.h"
 #include "api/user.h"
+#include "cli/up_config.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "controller/controller_config.h"
 #include "gpu/backend_factory.h"
 #include "net/client.h"
 #include "net/http.h"
@@ -50,6 +53,7 @@ struct UpArgs {
   bool cgroups = false;
   bool status = false;
   int timeout_s = 30;
+  std::vector<std::string> sets;  // --set KEY=VALUE, in order (a later one wins)
 };
 
 struct DownArgs {
@@ -531,6 +535,34 @@ void submitDemo(const std::string& socket) {
   }
 }
 
+// Writes `draft` to `path` once `check` (the daemon's own reader) accepts it: the file is
+// written beside `path` first and renamed, so that a rejected configuration leaves the previous
+// file as it was. The reader's errors name the `--set` that caused them.
+Status writeCheckedConfig(const TomlDraft& draft, const std::string& comment,
+                          const std::string& path,
+                          const std::function<Status(const std::string&)>& check) {
+  const std::string tmp = path + ".new";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << draft.text(comment);
+    if (!out) return Status::ioError("cannot write " + tmp);
+  }
+  Status checked = check(tmp);
+  if (!checked.isOk()) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    std::string message = draft.explain(checked.message(), tmp, comment);
+    // What no --set caused names the file as it would be called.
+    for (size_t at = message.find(tmp); at != std::string::npos; at = message.find(tmp, at))
+      message.replace(at, tmp.size(), path);
+    return Status(checked.code(), message);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::ioError("cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+  return Status::ok();
+}
+
 void runUp(const UpArgs& a) {
   const std::string dir = a.dir.empty() ? defaultUpDir() : a.dir;
   if (a.status) {
@@ -539,8 +571,17 @@ void runUp(const UpArgs& a) {
     printStatus(*pool, dir);
     return;
   }
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& arg : a.sets) {
+    Result<ConfigOverride> o = parseConfigOverride(arg);
+    if (!o.ok()) fail(o.status());
+    overrides.push_back(std::move(*o));
+  }
   if (Result<PoolFile> pool = readPoolFile(dir);
       pool.ok() && processAlive(pool->gpoold, pool->gpoold_exe)) {
+    if (!overrides.empty()) {
+      std::fprintf(stderr, "gpool: --set applies to a new pool; this one keeps its settings\n");
+    }
     std::printf("a pool is already up:\n");
     printStatus(*pool, dir);
     std::printf("stop it with: gpool down%s\n", a.dir.empty() ? "" : (" --dir " + dir).c_str());
@@ -592,17 +633,63 @@ void runUp(const UpArgs& a) {
     fail(Status::invalidArgument("the socket path " + pool.socket +
                                  " is too long for a Unix socket; use a shorter --dir"));
   }
+  // The servers' names, and each one's configuration: written and checked before anything
+  // starts, so that a bad --set stops `up` with nothing running.
+  std::vector<std::string> names;
+  const int servers = simulated ? a.servers : 1;
+  for (int i = 1; i <= servers; ++i)
+    names.push_back(simulated ? "sim-node-" + std::to_string(i) : hostName());
   const std::string config = dir + "/gpoold.toml";
   {
-    std::ofstream out(config, std::ios::trunc);
-    out << "# written by `gpool up`; the controller of this machine's pool\n"
-        << "[controller]\n"
-        << "store = \"" << dir << "/gpool.db\"\n"
-        << "socket = \"" << pool.socket << "\"\n"
-        << "# the dashboard and the API for a browser on this machine; port chosen by the OS\n"
-        << "http_listen = \"127.0.0.1:0\"\n"
-        << "schedule_interval = \"2s\"\n";
-    if (!out) fail(Status::ioError("cannot write " + config));
+    TomlDraft draft;
+    draft.set({"controller", "store"}, tomlString(dir + "/gpool.db"));
+    draft.set({"controller", "socket"}, tomlString(pool.socket));
+    draft.set({"controller", "http_listen"}, tomlString("127.0.0.1:0"));
+    draft.set({"controller", "schedule_interval"}, tomlString("2s"));
+    for (const ConfigOverride& o : overrides) {
+      if (!o.forAgent()) draft.set(o.path, o.toml_value, o.arg);
+    }
+    const std::string comment =
+        "written by `gpool up`; the controller of this machine's pool\n"
+        "http_listen: the dashboard and the API for a browser on this machine; port chosen by "
+        "the OS";
+    Status written = writeCheckedConfig(draft, comment, config, [](const std::string& path) {
+      return controller::readControllerSettings(path).status();
+    });
+    if (!written.isOk()) fail(written);
+  }
+  std::vector<std::string> agent_configs;
+  for (const std::string& node : names) {
+    const std::string state = dir + "/agents/" + node;
+    fs::create_directories(state, ec);
+    TomlDraft draft;
+    draft.set({"agent", "node"}, tomlString(node));
+    draft.set({"agent", "unix_socket"}, tomlString(pool.socket));
+    draft.set({"agent", "state_dir"}, tomlString(state));
+    draft.set({"agent", "vgpu_dir"}, tomlString(dir + "/vgpu/" + node));
+    draft.set({"agent", "supervisor"}, tomlString(*supervisor));
+    if (simulated) {
+      // A simulated server offers what such a server has (a DGX A100: 128 cores, 1 TiB), not
+      // this machine's CPUs and memory, or a few default jobs would fill it.
+      draft.set({"agent", "fake_fixture"}, tomlString(fixture));
+      draft.set({"agent", "cpus"}, "128");
+      draft.set({"agent", "ram"}, tomlString("1024G"));
+    }
+    if (interposer.ok()) draft.set({"agent", "interposer"}, tomlString(*interposer));
+    if (a.cgroups) {
+      draft.set({"agent", "cgroup_parent"}, tomlString("gpool-up"));
+    } else {
+      draft.set({"agent", "cgroups"}, "false");
+    }
+    for (const ConfigOverride& o : overrides) {
+      if (o.forAgent()) draft.set(o.path, o.toml_value, o.arg);
+    }
+    const std::string path = dir + "/agent-" + node + ".toml";
+    Status written = writeCheckedConfig(
+        draft, "written by `gpool up`; the agent of server " + node, path,
+        [](const std::string& p) { return agent::readAgentSettings(p).status(); });
+    if (!written.isOk()) fail(written);
+    agent_configs.push_back(path);
   }
   const std::string ctl_log = dir + "/gpoold.log";
   std::uintmax_t log_offset = 0;  // the log keeps earlier runs: read this run's lines only
@@ -640,33 +727,9 @@ void runUp(const UpArgs& a) {
   if (!ready.isOk()) abandon(ready);
   if (http_port > 0) pool.dashboard = "http://127.0.0.1:" + std::to_string(http_port) + "/";
 
-  std::vector<std::string> names;
-  const int servers = simulated ? a.servers : 1;
-  for (int i = 1; i <= servers; ++i) {
-    std::string node = simulated ? "sim-node-" + std::to_string(i) : hostName();
-    names.push_back(node);
-    const std::string state = dir + "/agents/" + node;
-    fs::create_directories(state, ec);
-    std::vector<std::string> argv{*agent,          "--node",     node,
-                                  "--unix-socket", pool.socket,  "--state-dir",
-                                  state,           "--vgpu-dir", dir + "/vgpu/" + node,
-                                  "--supervisor",  *supervisor};
-    if (simulated) {
-      // A simulated server offers what such a server has (a DGX A100: 128 cores, 1 TiB), not
-      // this machine's CPUs and memory, or a few default jobs would fill it.
-      for (const char* arg : {"--fake-fixture", fixture.c_str(), "--cpus", "128", "--ram", "1024G"})
-        argv.emplace_back(arg);
-    }
-    if (interposer.ok()) {
-      argv.push_back("--interposer");
-      argv.push_back(*interposer);
-    }
-    if (a.cgroups) {
-      argv.push_back("--cgroup-parent");
-      argv.push_back("gpool-up");
-    } else {
-      argv.push_back("--no-cgroups");
-    }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& node = names[i];
+    std::vector<std::string> argv{*agent, "--config", agent_configs[i]};
     const std::string log = dir + "/agent-" + node + ".log";
     Result<pid_t> pid = spawnDetached(argv, log, 022);
     if (!pid.ok()) abandon(pid.status());
@@ -832,6 +895,11 @@ void registerUpCommands(CLI::App& app) {
   up->add_flag("--cgroups", up_args->cgroups,
                "run tasks in cgroups (needs root and a writable /sys/fs/cgroup)");
   up->add_flag("--status", up_args->status, "show the pool that is up and exit");
+  up->add_option("--set", up_args->sets,
+                 "set a gpoold or agent configuration key for this pool, e.g. "
+                 "controller.lease_duration=10s or agent.cpus=8 (repeatable; docs/gpool-up.md)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
   up->add_option("--timeout", up_args->timeout_s, "seconds to wait for each step")
       ->capture_default_str()
       ->check(CLI::Range(1, 600));

@@ -209,6 +209,88 @@ TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
   EXPECT_EQ((*store)->getJob(quick)->state, "COMPLETED");
 }
 
+// `--set KEY=VALUE` reaches gpoold (a node whose agent dies is DOWN after the 3 s set here, not
+// the default 90 s) and every agent (CPUs and a label as set), and is written to their files.
+TEST_F(UpTest, SetChangesKeysOfGpooldAndOfEveryAgent) {
+  Output up = gpool({"up", "--dir", dir_, "--servers", "2", "--simulate", "--timeout", "60",
+                     "--set", "controller.lease_duration=1s", "--set",
+                     "controller.heartbeat_interval=1s", "--set", "controller.node_down_after=3s",
+                     "--set", "agent.cpus=8", "--set", "agent.labels.rack=r7"});
+  ASSERT_EQ(up.rc, 0) << up.out << up.err;
+  EXPECT_NE(readFile(dir_ + "/gpoold.toml").find("lease_duration = \"1s\"\n"), std::string::npos)
+      << readFile(dir_ + "/gpoold.toml");
+  EXPECT_NE(readFile(dir_ + "/agent-sim-node-2.toml").find("cpus = 8\n"), std::string::npos)
+      << readFile(dir_ + "/agent-sim-node-2.toml");
+
+  json pool = poolFile();
+  net::HttpClient client(net::ClientEndpoint::unixSocket(pool["socket"].get<std::string>()));
+  auto nodes = client.get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  json body = json::parse(nodes->body);
+  ASSERT_EQ(body["nodes"].size(), 2u) << nodes->body;
+  for (const json& n : body["nodes"]) {
+    EXPECT_EQ(n.value("cpus_milli", 0), 8000) << n.dump();
+    EXPECT_EQ(n["labels"].value("rack", ""), "r7") << n.dump();
+  }
+
+  // The agent of sim-node-1 dies: its node is DOWN within node_down_after (3 s) plus a pass.
+  int agent_pid = -1;
+  for (const json& a : pool["agents"]) {
+    if (a["node"] == "sim-node-1") agent_pid = a["pid"].get<int>();
+  }
+  ASSERT_GT(agent_pid, 0);
+  ASSERT_EQ(::kill(agent_pid, SIGKILL), 0);
+  const auto killed = realClock().monotonic();
+  std::string state;
+  while (realClock().monotonic() < killed + std::chrono::seconds(30)) {
+    auto r = client.get("/v1/nodes/sim-node-1");
+    if (r.ok() && r->status == 200) state = json::parse(r->body).value("state", "");
+    if (state == "DOWN") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(state, "DOWN");
+  EXPECT_LT(realClock().monotonic() - killed, std::chrono::seconds(20));  // not the default 90 s
+}
+
+// A bad key or value stops `up` before anything starts, naming the --set; nothing is left
+// running or half-written.
+TEST_F(UpTest, SetWithABadKeyOrValueIsAClearErrorAndStartsNothing) {
+  struct Case {
+    std::vector<std::string> sets;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {{"controller.lease_duratoin=10s"},
+       {"--set controller.lease_duratoin=10s: unknown key 'controller.lease_duratoin'",
+        "lease_duration"}},
+      {{"controller.lease_duration=10x"},
+       {"--set controller.lease_duration=10x: key 'controller.lease_duration'", "unit"}},
+      {{"controller.api_threads=0"}, {"--set controller.api_threads=0: key"}},
+      {{"agent.cpus=lots"}, {"--set agent.cpus=lots: key 'agent.cpus'"}},
+      {{"agent.cpuss=8"}, {"--set agent.cpuss=8: unknown key 'agent.cpuss'"}},
+      {{"nosuchsection.key=1"}, {"--set nosuchsection.key=1: unknown key 'nosuchsection'"}},
+      {{"agent.node=x"}, {"--set agent.node=x: gpool up sets agent.node itself"}},
+      {{"lease_duration=10s"}, {"--set lease_duration=10s: key 'lease_duration' names no section"}},
+      // A rule between keys, broken by this --set.
+      {{"controller.lease_duration=200s"},
+       {"--set controller.lease_duration=200s: key 'controller.node_down_after': must exceed"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args{"up", "--dir", dir_, "--simulate", "--timeout", "20"};
+    for (const std::string& s : c.sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    Output up = gpool(args);
+    EXPECT_EQ(up.rc, 2) << c.sets[0] << ": " << up.out << up.err;
+    for (const std::string& says : c.says)
+      EXPECT_NE(up.err.find(says), std::string::npos) << c.sets[0] << ": " << up.err;
+    EXPECT_FALSE(fs::exists(dir_ + "/pool.json")) << c.sets[0];
+    EXPECT_FALSE(fs::exists(dir_ + "/gpoold.log")) << c.sets[0];  // gpoold never started
+    EXPECT_FALSE(fs::exists(dir_ + "/gpoold.toml.new")) << c.sets[0];
+  }
+}
+
 TEST_F(UpTest, BadArgumentsAndMissingPoolsAreClearErrors) {
   Output down = gpool({"down", "--dir", dir_});
   EXPECT_EQ(down.rc, 3);  // not_found (docs/cli-exit-codes.md)
