@@ -21,7 +21,11 @@ TempDir::~TempDir() {
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
-Status makeTestCerts(const std::string& dir, TestCerts* out) {
+Status makeTestCerts(const std::string& dir, TestCerts* out,
+                     const std::vector<std::string>& extra_ips) {
+  std::string names = "DNS:localhost,IP:127.0.0.1";
+  for (const std::string& ip : extra_ips)
+    names += ",IP:" + ip;
   // EC keys keep generation fast (a few milliseconds each).
   const std::string script_path = dir + "/make-certs.sh";
   {
@@ -32,10 +36,12 @@ Status makeTestCerts(const std::string& dir, TestCerts* out) {
               "openssl req -x509 $K -keyout ca.key -out ca.pem -days 2 -subj '/CN=gpool test CA'\n"
               "openssl req -x509 $K -keyout other.key -out other.pem -days 2 -subj '/CN=other CA'\n"
               "openssl req $K -keyout server.key -out server.csr -subj '/CN=localhost'\n"
-              "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n'"
-              " > ext.cnf\n"
-              "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial"
-              " -out server.pem -days 2 -extfile ext.cnf\n";
+              "printf 'subjectAltName=" +
+                  names +
+                  "\\nbasicConstraints=CA:FALSE\\n'"
+                  " > ext.cnf\n"
+                  "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial"
+                  " -out server.pem -days 2 -extfile ext.cnf\n";
   }
   std::string cmd = "sh '" + script_path + "' '" + dir + "' >'" + dir + "/openssl.log' 2>&1";
   if (std::system(cmd.c_str()) != 0) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -22,15 +23,16 @@ class TempDir {
   std::string path_;
 };
 
-// A throwaway CA and a server certificate for "localhost" and 127.0.0.1 signed by it, plus a
-// second, unrelated CA; made by the `openssl` command.
+// A throwaway CA and a server certificate for "localhost", 127.0.0.1 and `extra_ips` signed by
+// it, plus a second, unrelated CA; made by the `openssl` command.
 struct TestCerts {
   std::string ca_file;
   std::string cert_file;
   std::string key_file;
   std::string other_ca_file;
 };
-Status makeTestCerts(const std::string& dir, TestCerts* out);
+Status makeTestCerts(const std::string& dir, TestCerts* out,
+                     const std::vector<std::string>& extra_ips = {});
 
 // Condition-variable waiting for tests: state changes call `notify`, the test thread waits
 // for a predicate (with a generous timeout so a bug fails instead of hanging).

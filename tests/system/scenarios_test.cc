@@ -1,0 +1,106 @@
+// The system scenarios that hold on main (docs/reliability.md): the pool run as a distributed
+// system (harness.h), faults injected, the checker (checker.h) judging the tasks' own records.
+// The scenarios of issue 19's defects that do not hold yet are in defect_scenarios_test.cc.
+#include "system/scenario_fixture.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpool::system_test {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A partition between h0 and the controller longer than the lease and node_down_after, then
+// healed: the agent fences its requeueable tasks itself, the jobs run again on h1, and h0
+// comes back.
+TEST_F(RequeueScenario, PartitionLongerThanTheLeaseThenHealed) {
+  if (::geteuid() != 0 || std::getenv("GPOOL_SYSTEM_LOOPBACK") != nullptr) {
+    GTEST_SKIP() << "a partition needs network namespaces (root); over loopback there is none";
+  }
+  int64_t cut_at = 0;
+  run(
+      [&] {
+        cut_at = realNowUs();
+        ASSERT_TRUE(pool_->network().partition(0).isOk());
+        notes_ = "partition by " + pool_->network().partitionMethod();
+      },
+      [&] {
+        const int64_t until = cut_at + (pool_->options().node_down_after_s + 3) * 1'000'000LL;
+        if (realNowUs() < until)
+          std::this_thread::sleep_for(std::chrono::microseconds(until - realNowUs()));
+        const uint64_t mark = pool_->gpooldLogMark();
+        const int64_t healed = realNowUs();
+        ASSERT_TRUE(pool_->network().heal(0).isOk());
+        figures_.values["recovery_s"] = recoverySeconds("h0", mark, healed);
+      },
+      false);
+}
+
+// The load scenario (long profile only): 200 agents (20 per host namespace, simulated GPUs),
+// 50,000 jobs from 100 concurrent clients; jobs/s, API p50/p99 and scheduling latency.
+TEST_F(SystemTest, LoadOf200AgentsAnd50000JobsFrom100Clients) {
+  if (!fullProfile()) GTEST_SKIP() << "long profile only (scripts/system-tests.sh --full)";
+  // Smaller trials: GPOOL_SYSTEM_LOAD_AGENTS (a multiple of 10) and GPOOL_SYSTEM_LOAD_JOBS.
+  const char* agents_env = std::getenv("GPOOL_SYSTEM_LOAD_AGENTS");
+  const char* jobs_env = std::getenv("GPOOL_SYSTEM_LOAD_JOBS");
+  const int agents = agents_env ? std::max(10, std::atoi(agents_env)) : 200;
+  const int jobs = jobs_env ? std::max(1, std::atoi(jobs_env)) : 50'000;
+  PoolOptions options;
+  options.hosts = 10;
+  options.agents_per_host = agents / 10;
+  options.lease_s = 10;
+  options.heartbeat_s = 2;
+  options.node_down_after_s = 15;
+  options.schedule_interval_s = 2;
+  options.tick_ms = 1000;
+  options.log_level = "warn";
+  ASSERT_NO_FATAL_FAILURE(startPool(options));
+  figures_.values["agents"] = pool_->agents();
+  const auto begin = std::chrono::steady_clock::now();
+  std::vector<Submission> subs = pool_->submit(plans("load", jobs, 1000, 0, 1000), 100, 0);
+  const double submit_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  ASSERT_TRUE(pool_->waitAllFinished(std::chrono::minutes(60)).isOk());
+  const double total_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  std::vector<double> api_ms;
+  for (const Submission& s : subs)
+    api_ms.push_back(static_cast<double>(s.latency_us) / 1000.0);
+  std::vector<double> sched_ms;
+  Result<std::vector<ControllerJob>> all = pool_->jobs();
+  ASSERT_TRUE(all.ok());
+  for (const ControllerJob& j : *all) {
+    if (j.start_us) sched_ms.push_back(static_cast<double>(*j.start_us - j.submit_us) / 1000.0);
+  }
+  figures_.values["jobs_per_s"] = acked(subs) / submit_s;
+  figures_.values["completed_per_s"] = acked(subs) / total_s;
+  figures_.values["api_p50_ms"] = percentile(api_ms, 50);
+  figures_.values["api_p99_ms"] = percentile(api_ms, 99);
+  figures_.values["sched_p50_ms"] = percentile(sched_ms, 50);
+  figures_.values["sched_p99_ms"] = percentile(sched_ms, 99);
+  CheckResult r = judge(subs);
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_EQ(r.acked, jobs) << r.summary();
+  EXPECT_EQ(r.final_states["COMPLETED"], jobs) << r.summary();
+}
+
+}  // namespace
+}  // namespace gpool::system_test
