@@ -9,7 +9,7 @@ PACKAGES=(
   libboost1.74-dev libssl-dev nlohmann-json3-dev libsqlite3-dev sqlite3
   libpq-dev libpqxx-dev postgresql libtomlplusplus-dev libcli11-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
-  procps tmux util-linux openssl curl pamtester zsh nftables iproute2
+  procps tmux util-linux openssl curl pamtester zsh nftables iproute2 prometheus
   chromium chromium-driver
 )
 

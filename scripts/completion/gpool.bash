@@ -7,7 +7,7 @@ _gpool() {
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local commands="submit run alloc logs shell queue show cancel nodes top watch up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
-  commands+=" user group quota qos drain resume usage account config token join-token"
+  commands+=" user group quota qos drain resume usage account config token join-token alerts gpu"
   local global="--socket --server --ca --token-file --json --help --version"
   cmd=""
   local sub=""
@@ -114,6 +114,16 @@ _gpool() {
       [[ "$prev" == "--reason" ]] && return
       COMPREPLY=($(compgen -W "--reason --help $global" -- "$cur")) ;;
     resume) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+    gpu)
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "clear --help" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+      esac ;;
+    alerts)
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "show ack --all --limit --help $global" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+      esac ;;
     usage)
       case "$prev" in
         --by) COMPREPLY=($(compgen -W "user group" -- "$cur")); return ;;

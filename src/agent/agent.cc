@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -17,6 +19,7 @@
 #include "agent/cgroup.h"
 #include "agent/sys_util.h"
 #include "api/json_reader.h"
+#include "common/units.h"
 #include "gpu/gpu_types.h"
 #include "vgpu/shm_region.h"
 
@@ -176,7 +179,9 @@ std::string Agent::assignmentPath(const std::string& name) const {
 Status Agent::writeAssignment(const Tracked& t) const {
   json j{{"assignment", protocol::toJson(t.assignment)},
          {"requeueable", t.requeueable},
-         {"regions", t.regions}};
+         {"regions", t.regions},
+         {"gpus", t.gpus},
+         {"sim", {{"share", t.sim_share}, {"load", t.sim_load}, {"memory_mib", t.sim_memory_mib}}}};
   std::string path = assignmentPath(t.info.name);
   std::string tmp = path + ".tmp";
   {
@@ -212,6 +217,15 @@ Status Agent::start() {
         if (j.contains("regions") && j["regions"].is_array()) {
           for (const json& r : j["regions"])
             if (r.is_string()) t.regions.push_back(r.get<std::string>());
+        }
+        if (j.contains("gpus") && j["gpus"].is_array()) {
+          for (const json& g : j["gpus"])
+            if (g.is_string()) t.gpus.push_back(g.get<std::string>());
+        }
+        if (j.contains("sim") && j["sim"].is_object()) {
+          t.sim_share = j["sim"].value("share", 1.0);
+          t.sim_load = j["sim"].value("load", 1.0);
+          t.sim_memory_mib = j["sim"].value("memory_mib", uint64_t{0});
         }
       }
     }
@@ -544,11 +558,24 @@ void Agent::startTask(TaskEntry entry) {
     tasks_.erase(old);
   }
   TaskLaunch launch = taskLaunchFrom(entry);
+  // A demo job on simulated GPUs may say how busy it is: GPOOL_SIM_LOAD (percent of its share,
+  // default 100) and GPOOL_SIM_MEMORY (e.g. 20G).
+  if (launch.slice) t.sim_share = std::clamp(launch.slice->compute / 1000.0, 0.001, 1.0);
+  if (auto it = launch.env.find("GPOOL_SIM_LOAD"); it != launch.env.end()) {
+    char* end = nullptr;
+    double pct = std::strtod(it->second.c_str(), &end);
+    if (end != it->second.c_str()) t.sim_load = std::clamp(pct / 100.0, 0.0, 1.0);
+  }
+  if (auto it = launch.env.find("GPOOL_SIM_MEMORY"); it != launch.env.end()) {
+    if (Result<uint64_t> mib = parseMemoryMiB(it->second); mib.ok()) t.sim_memory_mib = *mib;
+  }
+  if (t.sim_memory_mib == 0 && launch.slice) t.sim_memory_mib = launch.slice->memory_mib * 7 / 10;
   for (const std::string& uuid : entry.launch.gpus) {
     const gpu::GpuInfo* g = inventory_.findGpu(uuid);
     if (g == nullptr) return fail(Status::invalidArgument("gpus: no GPU " + uuid + " here"));
     // The device minor: NVML's minor number equals the index on every driver we target.
     launch.gpus.push_back(TaskGpu{uuid, static_cast<int32_t>(g->index)});
+    t.gpus.push_back(uuid);
   }
   if (launch.slice) {
     const gpu::GpuInfo* g = inventory_.findGpu(entry.launch.gpus[0]);
@@ -647,6 +674,47 @@ void Agent::fenceTasks() {
   fenced_ = true;
 }
 
+void Agent::simulateTenants(gpu::TelemetrySample& sample) {
+  for (gpu::GpuTelemetry& g : sample.gpus) {
+    double busy = 0;  // the GPU's utilisation in [0, 1]
+    for (const auto& [name, t] : tasks_) {
+      if (!t.has_assignment || isTerminal(t.info.status.state) || t.info.status.task_pid <= 0) {
+        continue;
+      }
+      if (std::find(t.gpus.begin(), t.gpus.end(), g.uuid) == t.gpus.end()) continue;
+      double load = t.sim_load;
+      uint64_t memory = t.sim_memory_mib;
+      if (memory == 0) memory = g.memory_total_mib * 7 / 10;
+      // A task that ran CUDA under the interposer: its region says what it really does.
+      for (const std::string& path : t.regions) {
+        auto region = vgpu::ShmRegion::open(path);
+        if (!region.ok()) continue;
+        const vgpu::ShmHeader* h = region->header();
+        if (h->launches_total.load() == 0 && region->usedBytes() == 0) continue;
+        uint32_t share = std::max<uint32_t>(1, h->share_permille.load());
+        load = std::min(1.0, h->measured_permille.load() / static_cast<double>(share));
+        memory = region->usedBytes() / (1024 * 1024);
+      }
+      busy += t.sim_share * load;
+      g.processes.push_back({t.info.status.task_pid, memory});
+      g.memory_used_mib = std::min(g.memory_total_mib, g.memory_used_mib + memory);
+    }
+    busy = std::min(busy, 1.0);
+    // Power and heat follow the load: ~20 % of the board's limit when idle (what the fixture
+    // reports, if lower), the limit at full load; 0.45 C per % over the idle temperature, or
+    // what the fixture's script says if that is hotter (an injected overheating).
+    const std::string& model = inventory_.findGpu(g.uuid) ? inventory_.findGpu(g.uuid)->model : "";
+    double tdp = model.find("H100") != std::string::npos   ? 700
+                 : model.find("A100") != std::string::npos ? 400
+                                                           : 300;
+    double idle_w = std::min(g.power_w, tdp * 0.2);
+    g.utilization_pct = static_cast<uint32_t>(std::lround(busy * 100));
+    g.memory_utilization_pct = static_cast<uint32_t>(std::lround(busy * 40));
+    g.power_w = idle_w + (tdp - idle_w) * busy;
+    g.temperature_c = std::max(g.temperature_c, static_cast<int32_t>(std::lround(32 + 45 * busy)));
+  }
+}
+
 void Agent::sampleAndCheck(TimePoint now) {
   auto inventory = backend_.inventory();
   if (inventory.ok()) inventory_ = *inventory;
@@ -659,6 +727,7 @@ void Agent::sampleAndCheck(TimePoint now) {
     f.message = sample.status().toString();
     findings.push_back(std::move(f));
   } else {
+    if (sample->simulated) simulateTenants(*sample);
     protocol::Telemetry telemetry = telemetryMessage(*sample);
     for (const gpu::Finding& f : gpu::checkHealth(inventory_, *sample, options_.health))
       findings.push_back(findingMessage(f));
@@ -712,11 +781,56 @@ void Agent::sampleAndCheck(TimePoint now) {
   }
 }
 
+void Agent::writeJobMapping() {
+  if (options_.hpc_job_mapping_dir.empty()) return;
+  std::map<uint32_t, std::set<int64_t>> jobs;
+  for (const auto& [name, t] : tasks_) {
+    if (!t.has_assignment || isTerminal(t.info.status.state)) continue;
+    for (const std::string& uuid : t.gpus) {
+      if (const gpu::GpuInfo* g = inventory_.findGpu(uuid))
+        jobs[g->index].insert(t.assignment.job_id);
+    }
+  }
+  std::map<uint32_t, std::string> want;
+  for (const auto& [index, ids] : jobs) {
+    std::string text;
+    for (int64_t id : ids)
+      text += std::to_string(id) + "\n";
+    want[index] = std::move(text);
+  }
+  if (want == job_mapping_) return;
+  if (!makeDirs(options_.hpc_job_mapping_dir, 0755).isOk()) return;  // tried again next tick
+  std::map<uint32_t, std::string> written;
+  for (const auto& [index, text] : want) {
+    std::string path = options_.hpc_job_mapping_dir + "/" + std::to_string(index);
+    auto old = job_mapping_.find(index);
+    if (old != job_mapping_.end() && old->second == text) {
+      written[index] = text;
+      continue;
+    }
+    // Written whole, then renamed: dcgm-exporter never reads half a file.
+    std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << text;
+      if (!out) continue;
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) == 0) written[index] = text;
+  }
+  for (const auto& [index, text] : job_mapping_) {
+    if (want.count(index)) continue;
+    std::string path = options_.hpc_job_mapping_dir + "/" + std::to_string(index);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) written[index] = text;  // retried
+  }
+  job_mapping_ = std::move(written);
+}
+
 void Agent::tick() {
   TimePoint now = clock_.now();
   Micros mono = clock_.monotonic();
   refreshTasks();
   fenceTasks();
+  writeJobMapping();
   if (!last_heartbeat_ || mono - *last_heartbeat_ >= options_.heartbeat_interval) {
     last_heartbeat_ = mono;
     send(protocol::Heartbeat{toUnixMicros(now), fence_->mayStartWork()});

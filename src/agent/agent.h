@@ -34,6 +34,10 @@ struct AgentOptions {
   // Where the vgpu regions of shared-slice tasks are created, and the interposer to preload.
   std::string vgpu_dir;
   std::string interposer_path;
+  // DCGM's HPC job mapping directory (dcgm-exporter's --hpc-job-mapping-dir): the agent keeps
+  // one file per GPU index there whose lines are the ids of the gpool jobs on that GPU, and
+  // removes the file when none is; empty: not written.
+  std::string hpc_job_mapping_dir;
   // The ShellServer's socket (`gpool shell`), reported with every task; empty: none.
   std::string shell_socket;
   Micros lease{60'000'000};
@@ -103,6 +107,13 @@ class Agent {
     std::string stop_reason;  // "cancelled", "preempted", "timeout", "fenced"
     TaskInfo info;
     std::vector<std::string> regions;  // vgpu region files to delete at the end
+    std::vector<std::string> gpus;     // the UUIDs of its GPUs
+    // What it does on simulated GPUs (simulateTenants): its compute share of each GPU, how
+    // busy it keeps it and the memory it holds, from its slice and its declared load
+    // (GPOOL_SIM_LOAD, GPOOL_SIM_MEMORY in its environment).
+    double sim_share = 1.0;
+    double sim_load = 1.0;
+    uint64_t sim_memory_mib = 0;  // 0: 70 % of its slice's memory (whole GPU: of the GPU's)
   };
 
   // Queues one message with the next sequence number.
@@ -133,6 +144,12 @@ class Agent {
   protocol::TaskReport taskReport(const Tracked& t) const;
 
   void fenceTasks();
+  // On simulated GPUs the telemetry follows the tasks that run there (docs/gpu-backends.md):
+  // utilisation, memory, power and temperature from their interposer regions where they have
+  // used the GPU, else from their declared load; each task shows as a process on its GPUs.
+  void simulateTenants(gpu::TelemetrySample& sample);
+  // Rewrites the HPC job mapping files that changed (hpc_job_mapping_dir).
+  void writeJobMapping();
   void sampleAndCheck(TimePoint now);
 
   Status writeAssignment(const Tracked& t) const;
@@ -158,6 +175,7 @@ class Agent {
   std::optional<Micros> last_telemetry_;
   std::vector<protocol::Finding> last_findings_;  // the latest `health` sent
   bool fenced_ = false;
+  std::map<uint32_t, std::string> job_mapping_;  // GPU index -> file content written
 };
 
 }  // namespace gpool::agent

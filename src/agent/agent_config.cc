@@ -48,6 +48,7 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
   s.fake_fixture = a.getString("fake_fixture", "");
   s.vgpu_dir = a.getString("vgpu_dir", s.vgpu_dir);
   s.interposer = a.getString("interposer", "");
+  s.hpc_job_mapping_dir = a.getString("hpc_job_mapping_dir", "");
   s.cgroup_parent = a.getString("cgroup_parent", s.cgroup_parent);
   s.cgroups = a.getBool("cgroups", true);
   s.cpu_millis = a.getCpuMillis("cpus", 0);

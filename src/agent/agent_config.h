@@ -28,6 +28,9 @@ struct AgentSettings {
   std::string fake_fixture;
   std::string vgpu_dir = "/run/gpool/vgpu";
   std::string interposer;
+  // DCGM's HPC job mapping (dcgm-exporter --hpc-job-mapping-dir): one file per GPU index,
+  // listing the gpool jobs on it; empty: none written.
+  std::string hpc_job_mapping_dir;
   std::string cgroup_parent = "gpool";
   bool cgroups = true;
   uint64_t cpu_millis = 0;                    // 0: the online CPUs

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   std::string fixture;
   std::string vgpu_dir = "/run/gpool/vgpu";
   std::string interposer;
+  std::string hpc_job_mapping_dir;
   std::string cgroup_parent = "gpool";
   bool no_cgroups = false;
   std::string cpus;
@@ -85,6 +86,9 @@ int main(int argc, char** argv) {
   app.add_option("--fake-fixture", fixture, "play this GPU fixture (simulated GPUs)");
   app.add_option("--vgpu-dir", vgpu_dir, "where shared-slice regions are created");
   app.add_option("--interposer", interposer, "libgpool-vgpu.so to preload into slice tasks");
+  app.add_option("--hpc-job-mapping-dir", hpc_job_mapping_dir,
+                 "write DCGM's HPC job mapping here (one file per GPU index listing its gpool "
+                 "jobs), for dcgm-exporter --hpc-job-mapping-dir");
   app.add_option("--cgroup-parent", cgroup_parent, "cgroup below which tasks run");
   app.add_flag("--no-cgroups", no_cgroups, "run tasks without cgroups (tests, containers)");
   app.add_option("--cpus", cpus,
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
     fill("--vgpu-dir", &vgpu_dir, file->vgpu_dir);
     fill("--interposer", &interposer, file->interposer);
     fill("--cgroup-parent", &cgroup_parent, file->cgroup_parent);
+    fill("--hpc-job-mapping-dir", &hpc_job_mapping_dir, file->hpc_job_mapping_dir);
     if (app.count("--no-cgroups") == 0) no_cgroups = !file->cgroups;
     if (app.count("--cpus") == 0 && file->cpu_millis != 0) cpus = formatCpuMillis(file->cpu_millis);
     if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
@@ -171,6 +176,7 @@ int main(int argc, char** argv) {
   options.state_dir = state_dir + "/assignments";
   options.vgpu_dir = vgpu_dir;
   options.interposer_path = interposer;
+  options.hpc_job_mapping_dir = hpc_job_mapping_dir;
   // `gpool shell` enters running tasks through this socket (docs/launcher.md).
   agent::ShellServer shell_server(launcher);
   Status shell_status = agent::makeDirs(state_dir, 0755);

@@ -23,7 +23,7 @@ namespace {
 using nlohmann::json;
 
 struct WatchArgs {
-  std::string topics = "jobs";
+  std::string topics = "jobs,alerts";
   int64_t after = -1;  // -1: live from now
   int64_t count = 0;   // 0: until interrupted
 };
@@ -42,6 +42,11 @@ std::string lineFor(const json& m) {
            std::to_string(d.value("job_id", int64_t{0})) + " " + (from.empty() ? "-" : from) +
            " -> " + d.value("to_state", "") + " (" + d.value("reason", "") + ") user " +
            d.value("user", "") + (nodes.empty() ? "" : " on " + nodes);
+  }
+  if (topic == "alerts") {
+    return "alert " + std::to_string(d.value("id", int64_t{0})) + " " + d.value("change", "") +
+           " " + d.value("alertname", "") + " " + d.value("severity", "") + ": " +
+           d.value("summary", "");
   }
   if (topic == "nodes") {
     return "node " + d.value("node", "") + " " + d.value("change", "") + " " +
@@ -120,7 +125,9 @@ void registerWatchCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global)
   auto args = std::make_shared<WatchArgs>();
   auto* watch = app.add_subcommand(
       "watch", "Print live updates from gpoold: job events (yours, or what your role may see)");
-  watch->add_option("--topics", args->topics, "comma-separated: jobs, nodes, summary")
+  watch
+      ->add_option("--topics", args->topics,
+                   "comma-separated: jobs, alerts, nodes, summary (default jobs,alerts)")
       ->capture_default_str();
   watch->add_option("--after", args->after,
                     "replay the job events after this seq first (the last one you saw)");

@@ -258,6 +258,16 @@ bool AgentLink::connected(const std::string& node) const {
   return current(node) != nullptr;
 }
 
+size_t AgentLink::connectedCount() const {
+  std::lock_guard lock(mu_);
+  return by_node_.size();
+}
+
+std::map<std::string, std::vector<HealthFinding>> AgentLink::healthFindings() const {
+  std::lock_guard lock(findings_mu_);
+  return findings_;
+}
+
 void AgentLink::sendFrame(const SessionPtr& session, std::string_view type, json body) {
   // The number and the queueing under one lock, so that messages leave in sequence order.
   std::lock_guard lock(mu_);
@@ -390,7 +400,7 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
   welcome.node_credential = credential;
   welcome.lease = protocol::LeaseTerms{options_.lease_duration_s, options_.heartbeat_interval_s};
   welcome.config = protocol::WelcomeConfig{options_.heartbeat_interval_s,
-                                           options_.telemetry_interval_s, std::nullopt};
+                                           options_.telemetry_interval_s, options_.stray_policy};
   send(session, welcome);
   SessionPtr older;
   {
@@ -522,6 +532,9 @@ Result<std::map<std::string, std::vector<GpuTenant>>> AgentLink::tenantsOf(
           t.task = a.task;
           t.compute_milli = slice.compute_milli;
           t.exclusive = slice.exclusive;
+          t.user = record.user;
+          t.group = record.group;
+          if (!slice.exclusive) t.memory_mib = slice.memory_mib;
           auto pid = pids.find({record.id, a.task});
           if (pid != pids.end()) t.pid = pid->second;
           tenants_[a.node][slice.gpu_uuid].push_back(t);
@@ -576,11 +589,51 @@ Status AgentLink::onTelemetry(const SessionPtr& session, const protocol::Telemet
 }
 
 Status AgentLink::onHealth(const SessionPtr& session, const protocol::Health& m) {
+  std::vector<HealthFinding> kept;
+  for (const protocol::Finding& f : m.findings) {
+    kept.push_back({f.check, f.severity, f.gpu_uuid, f.pid,
+                    static_cast<uint64_t>(std::max<int64_t>(0, f.used_mib)), f.unhealthy,
+                    f.message, f.action, ""});
+  }
+  {
+    // Kept for the alert engine (strays, memory left behind, lost GPUs) and for a GPU clear.
+    std::lock_guard lock(findings_mu_);
+    findings_[session->node] = kept;
+  }
+  // An XID of the fatal kinds, or a GPU gone from the bus, holds the GPU out of scheduling
+  // until an admin clears it: the agent reports an XID only in the sample that saw it, and a
+  // GPU that fell off the bus may come back looking healthy.
+  for (const HealthFinding& f : kept) {
+    bool fatal = (f.check == "xid" && f.unhealthy) || f.check == "gpu_missing";
+    if (!fatal || f.gpu_uuid.empty()) continue;
+    Result<bool> held = registry_.holdGpu(session->node, f.gpu_uuid, f.message);
+    if (!held.ok()) {
+      spdlog::error("node {}: cannot hold GPU {}: {}", session->node, f.gpu_uuid,
+                    held.status().toString());
+    } else if (*held) {
+      spdlog::warn("node {} GPU {} held out of scheduling until `gpool gpu clear`: {}",
+                   session->node, f.gpu_uuid, f.message);
+    }
+  }
+  return applyHealth(session->node, kept);
+}
+
+Status AgentLink::reapplyHealth(const std::string& node) {
+  std::vector<HealthFinding> kept;
+  {
+    std::lock_guard lock(findings_mu_);
+    auto it = findings_.find(node);
+    if (it != findings_.end()) kept = it->second;
+  }
+  return applyHealth(node, kept);
+}
+
+Status AgentLink::applyHealth(const std::string& node, const std::vector<HealthFinding>& findings) {
   // Per GPU: unhealthy when a finding says so; degraded for other warnings about the GPU
   // itself (process and memory hygiene findings leave it as it is: the kill policy acts).
   std::map<std::string, std::pair<api::GpuHealth, std::string>> health;
   std::string node_reason;  // findings about the server itself
-  for (const protocol::Finding& f : m.findings) {
+  for (const HealthFinding& f : findings) {
     if (f.gpu_uuid.empty()) {
       if (f.severity == "info" && !f.unhealthy) continue;
       if (!node_reason.empty()) node_reason += "; ";
@@ -603,19 +656,17 @@ Status AgentLink::onHealth(const SessionPtr& session, const protocol::Health& m)
       reason += "; " + what;
     }
   }
-  Result<bool> changed = registry_.setGpuHealth(session->node, health, node_reason);
+  Result<bool> changed = registry_.setGpuHealth(node, health, node_reason);
   if (!changed.ok()) {
-    spdlog::error("node {}: cannot record GPU health: {}", session->node,
-                  changed.status().toString());
+    spdlog::error("node {}: cannot record GPU health: {}", node, changed.status().toString());
     return Status::internal("cannot record the GPU health: " + changed.status().message());
   }
   if (*changed) {
     for (const auto& [uuid, h] : health) {
-      spdlog::warn("node {} GPU {}: {} ({})", session->node, uuid, api::gpuHealthName(h.first),
-                   h.second);
+      spdlog::warn("node {} GPU {}: {} ({})", node, uuid, api::gpuHealthName(h.first), h.second);
     }
-    if (!node_reason.empty()) spdlog::warn("node {}: {}", session->node, node_reason);
-    if (health.empty()) spdlog::info("node {}: every GPU healthy again", session->node);
+    if (!node_reason.empty()) spdlog::warn("node {}: {}", node, node_reason);
+    if (health.empty()) spdlog::info("node {}: the agent reports every GPU healthy", node);
     if (loop_) loop_->jobsChanged();
   }
   return Status::ok();

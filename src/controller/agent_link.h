@@ -18,6 +18,7 @@
 #include "common/result.h"
 #include "common/status.h"
 #include "controller/agent_gateway.h"
+#include "controller/alerts.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
 #include "controller/telemetry_history.h"
@@ -66,6 +67,8 @@ struct AgentLinkOptions {
   uint32_t own_uid = 0;
   // The telemetry interval the agents are told to use.
   int64_t telemetry_interval_s = 10;
+  // What the agents do with stray GPU processes: "report" or "kill" (welcome's config).
+  std::string stray_policy = "report";
   // How long the stored telemetry history is kept (store::pruneTelemetry), and how often it is
   // pruned.
   store::TelemetryRetention telemetry_retention;
@@ -114,6 +117,13 @@ class AgentLink final : public AgentGateway, public LogRelay {
 
   // Nodes with a connection that said hello (for tests and the nodes view).
   bool connected(const std::string& node) const;
+  // How many nodes have a connection that said hello (metrics).
+  size_t connectedCount() const;
+  // The findings of every node's latest `health` message, by node (the alert engine's input).
+  std::map<std::string, std::vector<HealthFinding>> healthFindings() const;
+  // Sets the health of `node`'s GPUs from its agent's latest findings again (after an admin
+  // cleared a hold: the GPU takes what its agent reports now).
+  Status reapplyHealth(const std::string& node);
 
   // The entries of a `desired_state` for `node`: every task of a RUNNING or COMPLETING job
   // placed there, with its launch description. Store errors are returned.
@@ -151,6 +161,8 @@ class AgentLink final : public AgentGateway, public LogRelay {
   Status onTelemetry(const SessionPtr& session, const protocol::Telemetry& m);
   Status onHealth(const SessionPtr& session, const protocol::Health& m);
   Status onLogData(const SessionPtr& session, const protocol::LogData& m);
+  // The registry's GPU health from a node's findings (onHealth, reapplyHealth).
+  Status applyHealth(const std::string& node, const std::vector<HealthFinding>& findings);
   // The tasks holding each GPU of `node`, from the store's running jobs (read at most once a
   // second for all nodes together).
   Result<std::map<std::string, std::vector<GpuTenant>>> tenantsOf(const std::string& node);
@@ -185,6 +197,9 @@ class AgentLink final : public AgentGateway, public LogRelay {
   std::map<std::string, std::map<std::string, std::vector<GpuTenant>>> tenants_;
   // When the stored telemetry was last pruned (monotonic); guarded by tenants_mu_.
   std::optional<Micros> pruned_at_;
+
+  mutable std::mutex findings_mu_;
+  std::map<std::string, std::vector<HealthFinding>> findings_;
 
   // Relayed log reads, by (job, task, stderr, offset): the request on its way or its answer.
   struct LogRead {

@@ -137,6 +137,11 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   ctx.group_usage = options.group_usage;
   ctx.usage_half_life_s = options.usage_half_life_s;
   ctx.telemetry = options.telemetry;
+  ctx.metrics = options.metrics;
+  ctx.metrics_users = options.metrics_users;
+  ctx.alerts = options.alerts;
+  ctx.webhooks = options.webhooks;
+  ctx.gpu_cleared = options.gpu_cleared;
   if (!ctx.caller_for) {
     ctx.caller_for = [&store](const net::Request& req) { return callerFor(store, req.peer); };
   }
@@ -149,6 +154,8 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   if (added = routes::addNodeRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addTelemetryRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addTokenRoutes(router, ctx); !added.isOk()) return added;
+  if (added = routes::addMetricsRoutes(router, ctx); !added.isOk()) return added;
+  if (added = routes::addAlertRoutes(router, ctx); !added.isOk()) return added;
   return routes::addCatalogRoutes(router, ctx);
 }
 

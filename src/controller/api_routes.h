@@ -8,6 +8,7 @@
 #include "common/result.h"
 #include "common/status.h"
 #include "controller/job_service.h"
+#include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
 #include "controller/telemetry_history.h"
@@ -21,16 +22,28 @@
 //   jobs:   POST/GET /v1/jobs, GET /v1/jobs/{id}, GET /v1/jobs/{id}/events,
 //           POST /v1/jobs/{id}/cancel, POST /v1/jobs/{id}/requeue
 //   nodes:  GET /v1/nodes, GET /v1/nodes/{name}, POST /v1/nodes/{name}/drain|resume,
+//           POST /v1/nodes/{name}/gpus/{index}/clear (a held GPU back into scheduling),
 //           GET /v1/gpus, GET /v1/summary
 //   telemetry: GET /v1/gpus/{uuid}/telemetry, GET /v1/jobs/{id}/telemetry
 //   catalog: GET /v1/users|groups|quotas|qos, GET/PUT/DELETE /v1/users/{name},
 //           /v1/groups/{name}, /v1/quotas/{subject}/{name}, /v1/qos/{name}; GET /v1/usage;
 //           GET /v1/account (the caller: identity, role, groups, quotas and use, fair share)
 //   tokens: POST/GET /v1/tokens, DELETE /v1/tokens/{id}, POST /v1/join-tokens (api_tokens.h)
+//   metrics: GET /metrics (Prometheus text; admins and configured users, metrics.h)
+//   alerts: GET /v1/alerts, GET /v1/alerts/{id}, POST /v1/alerts/{id}/ack,
+//           GET /v1/alerts/webhooks (alerts.h, webhooks.h)
 // Errors are the JSON error bodies of net::Response::error with the Status's HTTP code; bad
 // input (bad JSON, unknown fields or query parameters, bad paging, bad names) is always a 4xx
 // naming the field.
 namespace gpool::controller {
+
+class AlertEngine;
+class WebhookSender;
+
+// The JSON of one alert (GET /v1/alerts/{id} without its events) and the user it concerns
+// (its `user` label; empty for alerts about the pool).
+nlohmann::json alertJson(const store::AlertRecord& alert);
+std::string alertUser(const store::AlertRecord& alert);
 
 // Who a request runs as: the peer's user from the kernel (Unix socket) or a token, with the
 // role and groups of the store's user record (a group admin administers the groups they belong
@@ -56,6 +69,17 @@ struct ApiRouteOptions {
   // The agents' telemetry (latest readings in /v1/gpus, the history routes); null: none. Must
   // outlive the server.
   TelemetryHistory* telemetry = nullptr;
+  // GET /metrics (Prometheus): admins and `metrics_users` read it; null: the route answers 503.
+  // Must outlive the server.
+  const MetricsExporter* metrics = nullptr;
+  std::vector<std::string> metrics_users;
+  // The alerts (GET /v1/alerts reads the store; acks go through the engine) and the webhooks'
+  // delivery state; null: acks answer 503, no webhooks. Must outlive the server.
+  AlertEngine* alerts = nullptr;
+  const WebhookSender* webhooks = nullptr;
+  // Called with the node's name after an admin cleared a GPU hold (gpoold: the agent link
+  // re-applies the node's latest findings). May be empty.
+  std::function<void(const std::string&)> gpu_cleared;
 };
 
 // The body of GET /v1/summary: nodes, GPUs and jobs by state (node states derived from what

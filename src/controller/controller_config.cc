@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 #include <thread>
 #include <utility>
 
@@ -47,6 +48,78 @@ bool isLoopbackHost(const std::string& host) {
   in6_addr v6{};
   if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
   return false;
+}
+
+}  // namespace
+
+const std::vector<std::string>& alertRuleNames() {
+  static const std::vector<std::string> names = {
+      "gpu_too_hot",     "gpu_xid",       "gpu_ecc",       "gpu_lost",
+      "server_lost",     "stray_process", "leaked_memory", "allocation_idle",
+      "driver_mismatch", "queue_blocked", "store_errors"};
+  return names;
+}
+
+namespace {
+
+AlertSettings readAlertSettings(config::ConfigSection alerts) {
+  AlertSettings a;
+  a.enabled = alerts.getBool("enabled", true);
+  a.evaluate_every_s = alerts.getDuration("evaluate_every", 10);
+  if (a.evaluate_every_s < 1 || a.evaluate_every_s > 3600) {
+    alerts.fail("evaluate_every", "must be between 1s and 1h");
+  }
+  a.external_url = alerts.getString("external_url", "");
+  a.webhook_timeout_s = alerts.getDuration("webhook_timeout", 5);
+  if (a.webhook_timeout_s < 1 || a.webhook_timeout_s > 300) {
+    alerts.fail("webhook_timeout", "must be between 1s and 5m");
+  }
+  a.webhook_max_backoff_s = alerts.getDuration("webhook_max_backoff", 300);
+  if (a.webhook_max_backoff_s < 1) alerts.fail("webhook_max_backoff", "must be positive");
+  for (const std::string& name : alertRuleNames()) {
+    if (!alerts.has(name)) continue;
+    config::ConfigSection r = alerts.section(name);
+    AlertRuleSettings rule;
+    rule.name = name;
+    if (r.has("enabled")) rule.enabled = r.getBool("enabled", true);
+    if (r.has("threshold")) rule.threshold = r.getDouble("threshold", 0, -1e12, 1e12);
+    if (r.has("clear_threshold"))
+      rule.clear_threshold = r.getDouble("clear_threshold", 0, -1e12, 1e12);
+    if (r.has("for")) {
+      rule.for_s = r.getDuration("for", 0);
+      if (*rule.for_s < 0) r.fail("for", "must not be negative");
+    }
+    if (r.has("resolve_after")) {
+      rule.resolve_after_s = r.getDuration("resolve_after", 0);
+      if (*rule.resolve_after_s < 0) r.fail("resolve_after", "must not be negative");
+    }
+    if (r.has("severity")) {
+      rule.severity = r.getString("severity", "warning");
+      if (*rule.severity != "warning" && *rule.severity != "critical") {
+        r.fail("severity", "must be warning or critical");
+      }
+    }
+    a.rules.push_back(std::move(rule));
+  }
+  for (config::ConfigSection w : alerts.sectionArray("webhook")) {
+    WebhookSettings hook;
+    hook.url = w.requireString("url");
+    if (!hook.url.empty() && hook.url.rfind("http://", 0) != 0 &&
+        hook.url.rfind("https://", 0) != 0) {
+      w.fail("url", "'" + hook.url + "' is not an http:// or https:// URL");
+    }
+    std::string token_file = w.getString("bearer_token_file", "");
+    if (!token_file.empty()) {
+      std::ifstream in(token_file);
+      if (!in) {
+        w.fail("bearer_token_file", "cannot read '" + token_file + "': " + std::strerror(errno));
+      } else {
+        std::getline(in, hook.bearer_token);
+      }
+    }
+    a.webhooks.push_back(std::move(hook));
+  }
+  return a;
 }
 
 }  // namespace
@@ -104,6 +177,17 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
       s.http_port = hp->second;
     }
   }
+  std::string metrics_listen = ctl.getString("metrics_listen", "");
+  if (!metrics_listen.empty()) {
+    Result<std::pair<std::string, int>> hp = parseHostPort(metrics_listen);
+    if (!hp.ok()) {
+      ctl.fail("metrics_listen", hp.status().message());
+    } else {
+      s.metrics_host = hp->first;
+      s.metrics_port = hp->second;
+    }
+  }
+  s.metrics_users = ctl.getStringList("metrics_users", {});
   s.web_root = ctl.getString("web_root", "");
   if (!s.web_root.empty()) {
     struct stat st {};
@@ -120,6 +204,14 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.lease_duration_s = ctl.getDuration("lease_duration", 60);
   s.heartbeat_interval_s = ctl.getDuration("heartbeat_interval", 5);
   s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
+  s.telemetry_interval_s = ctl.getDuration("telemetry_interval", 10);
+  s.stray_policy = ctl.getString("stray_policy", "report");
+  if (s.stray_policy != "off" && s.stray_policy != "report" && s.stray_policy != "kill") {
+    ctl.fail("stray_policy", "must be off, report or kill");
+  }
+  if (s.telemetry_interval_s < 1 || s.telemetry_interval_s > 3600) {
+    ctl.fail("telemetry_interval", "must be between 1s and 1h");
+  }
   s.schedule_min_gap_ms = ctl.getInt("schedule_min_gap_ms", 250, 0, 60'000);
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
   s.api_threads = ctl.getInt("api_threads", defaultApiThreads(), 1, 256);
@@ -132,6 +224,7 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   if (s.lease_duration_s + s.heartbeat_interval_s >= s.node_down_after_s) {
     ctl.fail("node_down_after", "must exceed lease_duration + heartbeat_interval");
   }
+  s.alerts = readAlertSettings(root.section("alerts"));
   GPOOL_RETURN_IF_ERROR(file.finish());
   return s;
 }

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "logging/log_config.h"
@@ -17,6 +19,38 @@ namespace gpool::controller {
 // /v1/jobs a p99 of 37 / 53 / 62 ms, and 2,990 / 3,171 / 2,908-4,939 submissions/s (fewer
 // threads share fewer commits; the target is 2,000/s).
 int64_t defaultApiThreads();
+
+// One built-in alert rule's settings from [alerts.<rule>]; unset fields keep the rule's
+// defaults (controller/alerts.h, defaultAlertRules).
+struct AlertRuleSettings {
+  std::string name;
+  std::optional<bool> enabled;
+  std::optional<double> threshold;
+  std::optional<double> clear_threshold;
+  std::optional<int64_t> for_s;
+  std::optional<int64_t> resolve_after_s;
+  std::optional<std::string> severity;
+};
+
+struct WebhookSettings {
+  std::string url;
+  std::string bearer_token;  // read from bearer_token_file
+};
+
+// [alerts]: the built-in alert engine (docs/alerts.md).
+struct AlertSettings {
+  bool enabled = true;
+  int64_t evaluate_every_s = 10;
+  std::string external_url;              // for the webhooks' generatorURL / externalURL
+  std::vector<AlertRuleSettings> rules;  // only the rules the file names
+  std::vector<WebhookSettings> webhooks;
+  int64_t webhook_timeout_s = 5;
+  int64_t webhook_max_backoff_s = 300;
+  bool strays_off = false;  // set from controller.stray_policy = "off"
+};
+
+// The rule names [alerts.<rule>] accepts (the engine's built-in rules).
+const std::vector<std::string>& alertRuleNames();
 
 struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
@@ -34,9 +68,23 @@ struct ControllerSettings {
   // The dashboard's files (index.html, *.js, *.css); empty: found at start (findWebRoot in
   // web_routes.h: the installed share/gpool/web, else the source tree's web/).
   std::string web_root;
+  // The open scrape listener: plain HTTP serving only GET /metrics to anyone who reaches it
+  // (no token: Prometheus's usual setup); metrics_port -1: none. Any address: the page carries
+  // no secrets, but it names users and jobs, so bind it where only the monitoring can reach it.
+  std::string metrics_host;
+  int metrics_port = -1;
+  // Users who may read GET /metrics on the API's listeners besides admins (a token of a
+  // "prometheus" user, say).
+  std::vector<std::string> metrics_users;
   int64_t node_down_after_s = 90;
   int64_t lease_duration_s = 60;
   int64_t heartbeat_interval_s = 5;
+  // How often agents sample and send their GPUs' telemetry and health (welcome's config).
+  int64_t telemetry_interval_s = 10;
+  // What agents do with a process on a GPU that belongs to no task (or memory no process
+  // holds), once it has lasted the agent's grace (30 s): "report" (an alert), "kill" (killed,
+  // logged and alerted) or "off" (neither killed nor alerted).
+  std::string stray_policy = "report";
   int64_t schedule_interval_s = 10;
   int64_t schedule_min_gap_ms = 250;
   int64_t usage_half_life_s = 7 * 24 * 3600;
@@ -49,6 +97,7 @@ struct ControllerSettings {
   // without holding the API threads that serve reads. 0 runs them on the API threads.
   int64_t api_blocking_threads = 16;
   logging::LogOptions log;
+  AlertSettings alerts;
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

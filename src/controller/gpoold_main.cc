@@ -28,14 +28,17 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "controller/agent_link.h"
+#include "controller/alerts.h"
 #include "controller/api_routes.h"
 #include "controller/api_tokens.h"
 #include "controller/controller_config.h"
 #include "controller/job_service.h"
 #include "controller/live_feed.h"
+#include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "controller/scheduling_loop.h"
 #include "controller/web_routes.h"
+#include "controller/webhooks.h"
 #include "logging/logging.h"
 #include "net/router.h"
 #include "net/server.h"
@@ -46,6 +49,31 @@ namespace gpool::controller {
 namespace {
 
 using Settings = ControllerSettings;
+
+// The built-in rules with the overrides of [alerts.<rule>].
+std::vector<AlertRule> alertRulesFrom(const AlertSettings& settings) {
+  std::vector<AlertRule> rules = defaultAlertRules();
+  for (AlertRule& r : rules) {
+    // stray_policy = "off": strays are neither killed nor alerted.
+    if (r.name == "stray_process" && settings.strays_off) r.enabled = false;
+  }
+  for (const AlertRuleSettings& o : settings.rules) {
+    for (AlertRule& r : rules) {
+      if (r.name != o.name) continue;
+      if (o.enabled) r.enabled = *o.enabled;
+      if (o.threshold) r.threshold = *o.threshold;
+      if (o.clear_threshold) r.clear_threshold = *o.clear_threshold;
+      if (o.for_s) r.for_duration = std::chrono::seconds(*o.for_s);
+      if (o.resolve_after_s) r.resolve_after = std::chrono::seconds(*o.resolve_after_s);
+      if (o.severity) r.severity = *o.severity;
+    }
+  }
+  if (!settings.enabled) {
+    for (AlertRule& r : rules)
+      r.enabled = false;
+  }
+  return rules;
+}
 
 Result<store::StorePtr> openStore(const Settings& s) {
   bool postgres = s.store.rfind("postgresql://", 0) == 0 || s.store.rfind("postgres://", 0) == 0 ||
@@ -91,9 +119,13 @@ int run(const std::string& config_path, bool once) {
   AgentLinkOptions link_options;
   link_options.lease_duration_s = settings->lease_duration_s;
   link_options.heartbeat_interval_s = settings->heartbeat_interval_s;
+  link_options.telemetry_interval_s = settings->telemetry_interval_s;
+  link_options.stray_policy = settings->stray_policy == "kill" ? "kill" : "report";
   link_options.own_uid = static_cast<uint32_t>(::geteuid());
   AgentLink gateway(**store, registry, clock, link_options);
+  MetricsExporter metrics(**store, registry, clock);
   LoopOptions options;
+  options.on_pass = [&metrics](Micros took) { metrics.observePass(took); };
   options.interval = std::chrono::seconds(settings->schedule_interval_s);
   options.min_gap = std::chrono::milliseconds(settings->schedule_min_gap_ms);
   options.usage_half_life_s = settings->usage_half_life_s;
@@ -101,6 +133,8 @@ int run(const std::string& config_path, bool once) {
   gateway.attach(loop);
   TelemetryHistory telemetry;
   gateway.attachTelemetry(telemetry);
+  metrics.setTelemetry(&telemetry);
+  metrics.setAgentCount([&gateway] { return gateway.connectedCount(); });
   for (Status s : {registry.load(), loop.recover()}) {
     if (!s.isOk()) {
       spdlog::error("cannot rebuild the controller's state: {}", s.toString());
@@ -122,7 +156,40 @@ int run(const std::string& config_path, bool once) {
   }
   // Declared before the server, so that it outlives the server's callbacks into its hub.
   LiveFeed feed(**store, registry);
+  // Alerts: the engine (its changes go to the webhooks, the live feed and the log), the
+  // monitor that feeds it every evaluate_every, the webhooks' sender thread.
+  AlertSettings alert_settings = settings->alerts;
+  alert_settings.strays_off = settings->stray_policy == "off";
+  AlertEngine alerts(**store, clock, alertRulesFrom(alert_settings));
+  if (Status s = alerts.load(); !s.isOk()) {
+    spdlog::error("cannot read the firing alerts: {}", s.toString());
+    return 1;
+  }
+  std::vector<WebhookConfig> hooks;
+  for (const WebhookSettings& w : settings->alerts.webhooks)
+    hooks.push_back({w.url, w.bearer_token});
+  WebhookOptions webhook_options;
+  webhook_options.external_url = settings->alerts.external_url;
+  webhook_options.timeout = std::chrono::seconds(settings->alerts.webhook_timeout_s);
+  webhook_options.max_backoff = std::chrono::seconds(settings->alerts.webhook_max_backoff_s);
+  WebhookSender webhooks(std::move(hooks), clock, webhook_options);
+  alerts.addListener([&webhooks](const AlertChange& c) { webhooks.enqueue(c); });
+  alerts.addListener([&feed](const AlertChange& c) {
+    nlohmann::json j = alertJson(c.alert);
+    j["change"] = std::string(alertChangeName(c.kind));
+    feed.publishAlert(j.dump(), alertUser(c.alert));
+  });
+  metrics.addWriter([&alerts](PromWriter& out) { alerts.writeMetrics(out); });
+  metrics.addWriter([&webhooks](PromWriter& out) { webhooks.writeMetrics(out); });
+  AlertSources alert_sources;
+  alert_sources.telemetry = &telemetry;
+  alert_sources.registry = &registry;
+  alert_sources.findings = [&gateway] { return gateway.healthFindings(); };
+  alert_sources.job_stats = [&metrics] { return metrics.jobStats(); };
+  alert_sources.store_errors = [&metrics] { return metrics.storeErrors(); };
+  AlertMonitor monitor(alerts, clock, alert_sources);
   std::unique_ptr<net::Server> server;
+  std::unique_ptr<net::Server> scrape_server;
   StoreTokenVerifier tokens(**store, clock);
   if (!settings->socket.empty() || settings->tls_port >= 0 || settings->http_port >= 0) {
     net::Router router;
@@ -131,6 +198,14 @@ int run(const std::string& config_path, bool once) {
     api_options.group_usage = [&loop](const std::string& group) { return loop.groupUsage(group); };
     api_options.usage_half_life_s = settings->usage_half_life_s;
     api_options.telemetry = &telemetry;
+    api_options.metrics = &metrics;
+    api_options.metrics_users = settings->metrics_users;
+    api_options.alerts = &alerts;
+    api_options.webhooks = &webhooks;
+    api_options.gpu_cleared = [&gateway](const std::string& node) {
+      if (Status s = gateway.reapplyHealth(node); !s.isOk())
+        spdlog::warn("node {}: {}", node, s.toString());
+    };
     if (Status s = addApiRoutes(router, **store, service, registry, api_options); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
       return 1;
@@ -176,7 +251,12 @@ int run(const std::string& config_path, bool once) {
     }
     server_options.threads = static_cast<int>(settings->api_threads);
     server_options.blocking_threads = static_cast<int>(settings->api_blocking_threads);
-    server = std::make_unique<net::Server>(server_options, std::move(router));
+    Result<net::Router> counted = metrics.instrument(router);
+    if (!counted.ok()) {
+      spdlog::error("cannot set up the API's metrics: {}", counted.status().toString());
+      return 1;
+    }
+    server = std::make_unique<net::Server>(server_options, std::move(*counted));
     if (Status s = server->start(); !s.isOk()) {
       spdlog::error("cannot serve the API: {}", s.toString());
       return 1;
@@ -192,6 +272,33 @@ int run(const std::string& config_path, bool once) {
       std::cout << "http " << settings->http_host << ":" << server->httpPort() << std::endl;
     }
   }
+  if (settings->metrics_port >= 0) {
+    // The open scrape listener: only /metrics, no token (Prometheus's usual setup).
+    net::Router scrape;
+    if (Status s = addOpenMetricsRoute(scrape, metrics); !s.isOk()) {
+      spdlog::error("cannot set up the metrics route: {}", s.toString());
+      return 1;
+    }
+    net::ServerOptions scrape_options;
+    scrape_options.http_host = settings->metrics_host;
+    scrape_options.http_port = settings->metrics_port;
+    scrape_options.token_verifier = &tokens;
+    scrape_options.threads = 1;
+    scrape_options.blocking_threads = 0;
+    scrape_server = std::make_unique<net::Server>(scrape_options, std::move(scrape));
+    if (Status s = scrape_server->start(); !s.isOk()) {
+      spdlog::error("cannot serve the metrics: {}", s.toString());
+      return 1;
+    }
+    spdlog::info("metrics listener (open, GET /metrics only) on {}:{}", settings->metrics_host,
+                 scrape_server->httpPort());
+    // Tests read the port (metrics_listen may ask for port 0) from this line.
+    std::cout << "metrics " << settings->metrics_host << ":" << scrape_server->httpPort()
+              << std::endl;
+  }
+  metrics.start();
+  monitor.start(std::chrono::seconds(settings->alerts.evaluate_every_s));
+  webhooks.start();
   std::jthread scheduler([&loop](std::stop_token stop) { loop.runUntilStopped(stop); });
   spdlog::info("gpoold started (store {}, {} nodes known)", settings->store,
                registry.nodes().size());
@@ -200,7 +307,11 @@ int run(const std::string& config_path, bool once) {
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("gpoold stopping on signal {}", sig);
+  if (scrape_server) scrape_server->stop();
   if (server) server->stop();
+  monitor.stop();
+  webhooks.stop();
+  metrics.stop();
   scheduler.request_stop();
   scheduler.join();
   feed.stop();

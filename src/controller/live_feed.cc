@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int32_t kPage = 1000;
-const std::vector<std::string> kTopics = {"jobs", "nodes", "summary"};
+const std::vector<std::string> kTopics = {"alerts", "jobs", "nodes", "summary"};
 
 struct WatchQuery {
   std::vector<std::string> topics;  // sorted, distinct
@@ -34,7 +34,7 @@ Result<WatchQuery> parseWatchQuery(const net::Request& req) {
       for (std::string& t : net::splitTopics(value)) {
         if (std::find(kTopics.begin(), kTopics.end(), t) == kTopics.end()) {
           return Status::invalidArgument("topics: unknown topic '" + t +
-                                         "' (expected jobs, nodes, summary)");
+                                         "' (expected alerts, jobs, nodes, summary)");
         }
         topics.insert(std::move(t));
       }
@@ -54,7 +54,7 @@ Result<WatchQuery> parseWatchQuery(const net::Request& req) {
   }
   if (!topics_given) topics.insert(kTopics.begin(), kTopics.end());
   if (topics.empty())
-    return Status::invalidArgument("topics: empty (expected jobs, nodes, summary)");
+    return Status::invalidArgument("topics: empty (expected alerts, jobs, nodes, summary)");
   q.topics.assign(topics.begin(), topics.end());
   return q;
 }
@@ -135,6 +135,10 @@ void LiveFeed::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void LiveFeed::publishAlert(const std::string& data_json, const std::string& user) {
+  hub_.publish("alerts", data_json, user);
+}
+
 int64_t LiveFeed::publishedSeq() const {
   std::lock_guard lock(mu_);
   return published_seq_;
@@ -181,6 +185,7 @@ Status LiveFeed::addRoute(net::Router& router, CallerFor caller_for) {
     // has replayed what it missed and subscribes it (goLive).
     Caller who = *caller;
     hub_.setFilter(conn, [who](std::string_view topic, std::string_view scope) {
+      if (topic == "alerts") return who.role != Role::kUser || scope == who.user;
       if (topic != "jobs") return true;
       return checkJobAction(who, JobAction::kShow, ownerOfScope(scope)).isOk();
     });

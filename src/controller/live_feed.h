@@ -28,6 +28,7 @@
 //   listener and, as a safety net, every `poll_interval`. Seq order is commit order, so the
 //   tail never skips an event.
 // - nodes: NodeRegistry changes (registered, down, drain, resume), published as they happen.
+// - alerts: the alert engine's changes (fired, resolved, acked), as they happen (alerts.h).
 // - summary: the body of GET /v1/summary, published when it changed, at most once per
 //   `summary_interval`.
 //
@@ -84,6 +85,11 @@ class LiveFeed {
   Status addRoute(net::Router& router, CallerFor caller_for = {});
 
   net::EventHub& hub() { return hub_; }
+  // Publishes an alert change (alerts topic): `data_json` is the alert's JSON (GET
+  // /v1/alerts/{id}) with its `change`; `user` is the user it concerns (its user label), whom
+  // plain users must be to receive it; admins and group admins receive every alert.
+  void publishAlert(const std::string& data_json, const std::string& user);
+
   // The seq of the last job event published (0 before the first).
   int64_t publishedSeq() const;
 

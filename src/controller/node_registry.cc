@@ -19,8 +19,24 @@ Status NodeRegistry::load() {
     if (node.state != api::NodeState::kDown) node.last_seen = now;
     nodes_[node.name] = std::move(node);
   }
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::GpuHold> holds, store_.listGpuHolds());
+  for (store::GpuHold& h : holds)
+    holds_[h.uuid] = std::move(h);
+  for (auto& [name, node] : nodes_)
+    applyHoldsLocked(node);
   summariseLocked();
   return Status::ok();
+}
+
+void NodeRegistry::applyHoldsLocked(api::Node& node) const {
+  for (api::Gpu& gpu : node.gpus) {
+    auto h = holds_.find(gpu.uuid);
+    if (h == holds_.end()) continue;
+    gpu.health = api::GpuHealth::kUnhealthy;
+    gpu.health_reason = "held since " + std::to_string(toUnixMicros(h->second.since) / 1'000'000) +
+                        " (Unix time) after: " + h->second.reason + "; `gpool gpu clear " +
+                        node.name + "/" + std::to_string(gpu.index) + "` returns it";
+  }
 }
 
 void NodeRegistry::summariseLocked() {
@@ -89,6 +105,7 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
     node.state_reason.clear();
   }
   node.last_seen = now;
+  applyHoldsLocked(node);
   GPOOL_RETURN_IF_ERROR(saveLocked(node));
   int64_t& epoch = epochs_[node.name];
   epoch = std::max(epoch + 1, toUnixMicros(now));
@@ -150,6 +167,7 @@ Result<bool> NodeRegistry::setGpuHealth(
     gpu.health_reason = h == health.end() ? std::string() : h->second.second;
   }
   changed.health_reason = node_reason;
+  applyHoldsLocked(changed);
   if (changed == it->second) return false;
   GPOOL_RETURN_IF_ERROR(saveLocked(changed));
   // One "health" change for the node, naming every GPU that is not healthy, so that a watcher
@@ -167,6 +185,72 @@ Result<bool> NodeRegistry::setGpuHealth(
   lock.unlock();
   notify({change});
   return true;
+}
+
+Result<bool> NodeRegistry::holdGpu(const std::string& name, const std::string& uuid,
+                                   const std::string& reason) {
+  std::unique_lock lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("hold: unknown node '" + name + "'");
+  if (it->second.findGpu(uuid) == nullptr) {
+    return Status::notFound("hold: node '" + name + "' has no GPU " + uuid);
+  }
+  if (holds_.count(uuid)) return false;
+  store::GpuHold hold{uuid, name, reason, clock_.now()};
+  GPOOL_RETURN_IF_ERROR(store_.holdGpu(hold));
+  holds_[uuid] = hold;
+  api::Node changed = it->second;
+  applyHoldsLocked(changed);
+  GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  NodeChange change = changeOf(changed, "health");
+  const api::Gpu* gpu = changed.findGpu(uuid);
+  change.reason = "GPU " + std::to_string(gpu->index) + " (" + uuid + ") held: " + reason;
+  it->second = std::move(changed);
+  lock.unlock();
+  notify({change});
+  return true;
+}
+
+Result<std::string> NodeRegistry::clearGpuHold(const std::string& name, uint32_t index,
+                                               const std::string& actor) {
+  std::unique_lock lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("node '" + name + "' is not registered");
+  const api::Gpu* gpu = nullptr;
+  for (const api::Gpu& g : it->second.gpus) {
+    if (g.index == index) gpu = &g;
+  }
+  if (gpu == nullptr) {
+    return Status::notFound("node '" + name + "' has no GPU " + std::to_string(index));
+  }
+  std::string uuid = gpu->uuid;
+  if (!holds_.count(uuid)) {
+    return Status::failedPrecondition("GPU " + std::to_string(index) + " of " + name +
+                                      " is not held (nothing to clear)");
+  }
+  GPOOL_RETURN_IF_ERROR(store_.clearGpuHold(uuid, actor, clock_.now()));
+  holds_.erase(uuid);
+  api::Node changed = it->second;
+  for (api::Gpu& g : changed.gpus) {
+    if (g.uuid != uuid) continue;
+    g.health = api::GpuHealth::kHealthy;
+    g.health_reason.clear();
+  }
+  GPOOL_RETURN_IF_ERROR(saveLocked(changed));
+  NodeChange change = changeOf(changed, "health");
+  change.reason = "GPU " + std::to_string(index) + " (" + uuid + ") cleared by " + actor;
+  it->second = std::move(changed);
+  lock.unlock();
+  notify({change});
+  return uuid;
+}
+
+std::map<std::string, std::string> NodeRegistry::heldGpus() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, std::string> out;
+  for (const auto& [uuid, hold] : holds_)
+    out[uuid] = hold.reason;
+  return out;
 }
 
 Status NodeRegistry::drain(const std::string& name, const std::string& reason) {

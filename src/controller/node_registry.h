@@ -85,6 +85,20 @@ class NodeRegistry {
       const std::map<std::string, std::pair<api::GpuHealth, std::string>>& health,
       const std::string& node_reason = "");
 
+  // Holds a GPU of `name` out of scheduling after a fatal fault (`reason`, e.g. the XID's
+  // message): it stays unhealthy whatever its agent reports later, across reconnects and
+  // controller restarts (the store keeps the hold), until clearGpuHold. Returns whether it was
+  // newly held. NotFound for an unknown node or GPU.
+  Result<bool> holdGpu(const std::string& name, const std::string& uuid, const std::string& reason);
+  // An admin clears the hold of GPU `index` of `name` (audited as `actor`); the GPU takes the
+  // health its agent reports next. NotFound for an unknown node or GPU, FailedPrecondition when
+  // it is not held. Returns the GPU's UUID.
+  Result<std::string> clearGpuHold(const std::string& name, uint32_t index,
+                                   const std::string& actor);
+
+  // The held GPUs: UUID -> why (what holdGpu was given).
+  std::map<std::string, std::string> heldGpus() const;
+
   // Admin drain / resume. Drain: no new work on the node (DRAINING); resume: back to IDLE.
   Status drain(const std::string& name, const std::string& reason);
   Status resume(const std::string& name);
@@ -115,6 +129,9 @@ class NodeRegistry {
   mutable std::mutex mu_;
   std::map<std::string, api::Node> nodes_;
   std::map<std::string, int64_t> epochs_;
+  std::map<std::string, store::GpuHold> holds_;  // by GPU UUID
+  // Applies the holds to `node`'s GPUs (unhealthy, the hold's reason).
+  void applyHoldsLocked(api::Node& node) const;
   std::shared_ptr<const PoolSummary> summary_ = std::make_shared<PoolSummary>();
   std::function<void(const NodeChange&)> listener_;  // GUARDED_BY(mu_)
 };

@@ -197,6 +197,24 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
                             }));
   if (!added.isOk()) return added;
 
+  added = router.add(
+      net::Method::kPost, "/v1/nodes/{name}/gpus/{index}/clear",
+      authed(ctx, {},
+             [&registry, &store, ctx](const Caller& caller,
+                                      const net::Request& req) -> Result<net::Response> {
+               GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+               GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+               GPOOL_ASSIGN_OR_RETURN(int64_t index, parseId(req.pathParam("index"), "index"));
+               GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+               GPOOL_RETURN_IF_ERROR(
+                   registry.clearGpuHold(name, static_cast<uint32_t>(index), caller.user).status());
+               if (ctx.gpu_cleared) ctx.gpu_cleared(name);
+               GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
+               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+               return jsonResponse(200, api::toJson(withDerivedState(std::move(node), use)));
+             }));
+  if (!added.isOk()) return added;
+
   added = router.add(net::Method::kPost, "/v1/nodes/{name}/resume",
                      authed(ctx, {},
                             [&registry, &store](const Caller& caller,

@@ -12,6 +12,7 @@
 #include "common/result.h"
 #include "common/status.h"
 #include "controller/job_service.h"
+#include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
 #include "controller/telemetry_history.h"
@@ -21,6 +22,11 @@
 
 // Shared pieces of the route files (job_routes.cc, node_routes.cc, catalog_routes.cc); not
 // part of the controller's interface.
+namespace gpool::controller {
+class AlertEngine;
+class WebhookSender;
+}  // namespace gpool::controller
+
 namespace gpool::controller::routes {
 
 // What every handler may use; referenced objects outlive the server (addApiRoutes' contract).
@@ -33,7 +39,12 @@ struct Context {
   std::function<double(const std::string&)> user_usage;   // may be empty (ApiRouteOptions)
   std::function<double(const std::string&)> group_usage;  // may be empty
   int64_t usage_half_life_s = 0;
-  TelemetryHistory* telemetry = nullptr;  // null: no telemetry (empty histories)
+  TelemetryHistory* telemetry = nullptr;                // null: no telemetry (empty histories)
+  const MetricsExporter* metrics = nullptr;             // null: GET /metrics answers 503
+  std::vector<std::string> metrics_users;               // may read /metrics besides admins
+  AlertEngine* alerts = nullptr;                        // null: acks answer 503
+  const WebhookSender* webhooks = nullptr;              // null: no webhooks
+  std::function<void(const std::string&)> gpu_cleared;  // may be empty (ApiRouteOptions)
 };
 
 using Body = std::function<Result<net::Response>(const Caller&, const net::Request&)>;
@@ -57,6 +68,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx);
 Status addNodeRoutes(net::Router& router, const Context& ctx);
 Status addCatalogRoutes(net::Router& router, const Context& ctx);
 Status addTelemetryRoutes(net::Router& router, const Context& ctx);
-Status addTokenRoutes(net::Router& router, const Context& ctx);  // api_tokens.cc
+Status addTokenRoutes(net::Router& router, const Context& ctx);    // api_tokens.cc
+Status addMetricsRoutes(net::Router& router, const Context& ctx);  // metrics.cc
+Status addAlertRoutes(net::Router& router, const Context& ctx);    // alert_routes.cc
 
 }  // namespace gpool::controller::routes

@@ -262,21 +262,36 @@ Status SchedulingLoop::recover() {
 
 Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
   std::set<std::string> down;
+  std::map<std::string, std::string> gpu_names;  // UUID -> "GPU <index> of <node>"
   for (const api::Node& node : registry_.nodes()) {
     if (node.state == api::NodeState::kDown) down.insert(node.name);
+    for (const api::Gpu& g : node.gpus)
+      gpu_names[g.uuid] = "GPU " + std::to_string(g.index) + " of " + node.name;
   }
-  if (down.empty()) return Status::ok();
+  // GPUs held after a fatal fault (an XID of the fatal kinds, a GPU lost from the bus) fail the
+  // jobs running on them like a lost node does: the work there is gone or cannot be trusted.
+  const std::map<std::string, std::string> failed_gpus = registry_.heldGpus();
+  if (down.empty() && failed_gpus.empty()) return Status::ok();
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
                          store_.jobsInStates({"RUNNING", "COMPLETING"}));
   TimePoint now = clock_.now();
   for (const store::JobRecord& record : running) {
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     std::string lost;
+    std::string failed_gpu;
     for (const api::Allocation& a : job.allocations) {
       if (down.count(a.node)) lost = a.node;
+      for (const api::Slice& s : a.slices) {
+        auto f = failed_gpus.find(s.gpu_uuid);
+        if (f != failed_gpus.end() && failed_gpu.empty()) {
+          auto name = gpu_names.find(s.gpu_uuid);
+          failed_gpu =
+              (name == gpu_names.end() ? s.gpu_uuid : name->second) + " failed: " + f->second;
+        }
+      }
     }
-    if (lost.empty()) continue;
-    std::string reason = "node " + lost + " not responding";
+    if (lost.empty() && failed_gpu.empty()) continue;
+    std::string reason = lost.empty() ? failed_gpu : "node " + lost + " not responding";
     Status moved = store_.transitionJob(
         store::JobTransition{record.id, {record.state}, "NODE_FAIL", now, reason});
     if (moved.code() == StatusCode::kFailedPrecondition) continue;  // ended meanwhile
@@ -292,8 +307,13 @@ Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
       }
     }
     if (job.spec.preemptible) {
-      GPOOL_RETURN_IF_ERROR(store_.transitionJob(store::JobTransition{
-          record.id, {"NODE_FAIL"}, "PENDING", now, "requeued after node failure"}));
+      GPOOL_RETURN_IF_ERROR(store_.transitionJob(
+          store::JobTransition{record.id,
+                               {"NODE_FAIL"},
+                               "PENDING",
+                               now,
+                               lost.empty() ? "requeued after GPU failure (" + failed_gpu + ")"
+                                            : "requeued after node failure"}));
     }
   }
   return Status::ok();
@@ -617,6 +637,7 @@ Micros SchedulingLoop::tick(bool* event_pending) {
                    report->started, report->pending, report->preempted, report->node_failed);
     }
     Micros end = clock_.monotonic();
+    if (options_.on_pass) options_.on_pass(end - now);
     std::lock_guard wake(wake_mu_);
     ticked_ = true;
     last_start_ = now;

@@ -44,6 +44,9 @@ struct LoopOptions {
   // pending queue instead of one per submission, and the loop spends at most half its time in
   // passes. An event after a quiet spell still starts a pass at once.
   Micros min_gap{std::chrono::milliseconds(250)};
+  // Called after each pass that tick() runs, with its duration (monotonic), on the loop's
+  // thread and outside its locks; must return quickly (gpoold's metrics).
+  std::function<void(Micros took)> on_pass;
 };
 
 // The policy one pass runs with: `base` (gpoold's configuration) plus what admins keep in the

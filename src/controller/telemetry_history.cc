@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace gpool::controller {
@@ -134,6 +135,17 @@ void TelemetryHistory::ingest(const std::string& node, TimePoint taken_at,
     auto it = gpus_.find(reading.uuid);
     if (it == gpus_.end()) it = gpus_.emplace(reading.uuid, GpuState(options_)).first;
     GpuState& state = it->second;
+    // Energy: the previous reading's power over the time since it, as DCGM's
+    // TOTAL_ENERGY_CONSUMPTION counts (gaps over a minute, e.g. a lost node, count nothing).
+    if (state.latest.taken_at != TimePoint{} && taken_at > state.latest.taken_at &&
+        taken_at - state.latest.taken_at <= std::chrono::minutes(1)) {
+      double seconds = std::chrono::duration<double>(taken_at - state.latest.taken_at).count();
+      state.energy_mj += state.latest.power_w * seconds * 1000.0;
+    }
+    if (!reading.xid_errors.empty()) {
+      state.last_xid = reading.xid_errors.back();
+      state.last_xid_at = taken_at;
+    }
     state.latest = reading;
     state.latest.node = node;
     state.latest.taken_at = taken_at;
@@ -157,7 +169,10 @@ void TelemetryHistory::ingest(const std::string& node, TimePoint taken_at,
     if (std::optional<Accumulator> done = addPoint(state.series, taken_at, p, sole))
       queueFinished(reading.uuid, *done);
 
-    for (const GpuTenant& h : holders) {
+    state.tenants = holders;
+    state.tenant_memory_mib.assign(holders.size(), 0.0);
+    for (size_t hi = 0; hi < holders.size(); ++hi) {
+      const GpuTenant& h = holders[hi];
       bool whole = h.exclusive || holders.size() == 1;
       TaskSum& sum = sums[{h.job_id, h.task}];
       sum.util += reading.utilization_pct;
@@ -166,13 +181,17 @@ void TelemetryHistory::ingest(const std::string& node, TimePoint taken_at,
       sum.uuids.push_back(reading.uuid);
       if (whole) {
         sum.memory += static_cast<double>(reading.memory_used_mib);
+        state.tenant_memory_mib[hi] = static_cast<double>(reading.memory_used_mib);
         sum.power += reading.power_w;
         continue;
       }
       for (const GpuProcessUse& proc : reading.processes) {
         bool mine = proc.job_id ? (*proc.job_id == h.job_id && proc.task.value_or(h.task) == h.task)
                                 : (h.pid > 0 && proc.pid == h.pid);
-        if (mine) sum.memory += static_cast<double>(proc.used_mib);
+        if (mine) {
+          sum.memory += static_cast<double>(proc.used_mib);
+          state.tenant_memory_mib[hi] += static_cast<double>(proc.used_mib);
+        }
       }
       sum.power += reading.power_w * std::min<uint32_t>(h.compute_milli, 1000) / 1000.0;
     }
@@ -212,6 +231,28 @@ std::map<std::string, GpuReading> TelemetryHistory::latestAll() const {
   std::map<std::string, GpuReading> out;
   for (const auto& [uuid, state] : gpus_)
     out.emplace(uuid, state.latest);
+  return out;
+}
+
+std::vector<GpuSnapshot> TelemetryHistory::snapshot() const {
+  std::vector<GpuSnapshot> out;
+  {
+    std::lock_guard lock(mu_);
+    out.reserve(gpus_.size());
+    for (const auto& [uuid, state] : gpus_) {
+      GpuSnapshot s;
+      s.reading = state.latest;
+      s.tenants = state.tenants;
+      s.tenant_memory_mib = state.tenant_memory_mib;
+      s.last_xid = state.last_xid;
+      s.last_xid_at = state.last_xid_at;
+      s.energy_mj = state.energy_mj;
+      out.push_back(std::move(s));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const GpuSnapshot& a, const GpuSnapshot& b) {
+    return std::tie(a.reading.node, a.reading.index) < std::tie(b.reading.node, b.reading.index);
+  });
   return out;
 }
 

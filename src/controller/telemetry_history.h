@@ -86,6 +86,22 @@ struct GpuTenant {
   uint32_t compute_milli = 1000;  // its compute share of this GPU
   bool exclusive = true;          // a whole GPU, not a shared slice
   int64_t pid = 0;                // the task's process as last reported (0: unknown)
+  std::string user{};             // the job's owner and group (metrics labels)
+  std::string group{};
+  uint64_t memory_mib = 0;  // a shared slice's memory quota; 0 for a whole GPU
+};
+
+// One GPU's latest reading with what the metrics export beside it (GET /metrics): the tasks
+// that held it at that reading and the memory attributed to each (as the task history counts
+// it), the last XID it ever reported here (DCGM's DCGM_FI_DEV_XID_ERRORS is the value of the
+// last XID, not a count) and the energy it used since the controller first saw it.
+struct GpuSnapshot {
+  GpuReading reading;
+  std::vector<GpuTenant> tenants;
+  std::vector<double> tenant_memory_mib;  // one per tenant
+  uint32_t last_xid = 0;                  // 0: none seen
+  TimePoint last_xid_at{};                // when it was reported
+  double energy_mj = 0;                   // power integrated over the samples, millijoules
 };
 
 // One point of a history. Time in whole seconds since the Unix epoch (the start of the minute
@@ -170,6 +186,9 @@ class TelemetryHistory {
   std::optional<GpuReading> latest(const std::string& uuid) const;
   // Every GPU's latest reading, by UUID.
   std::map<std::string, GpuReading> latestAll() const;
+  // Every GPU's latest reading with its tenants, ordered by (node, index). A copy: the caller
+  // renders it without holding the history's lock.
+  std::vector<GpuSnapshot> snapshot() const;
 
   // One GPU's points at or after `since`, oldest first (the minute in progress is not a point
   // until it ends).
@@ -210,6 +229,11 @@ class TelemetryHistory {
     explicit GpuState(const TelemetryHistoryOptions& o) : series(o) {}
     Series series;
     GpuReading latest;
+    std::vector<GpuTenant> tenants;
+    std::vector<double> tenant_memory_mib;
+    uint32_t last_xid = 0;
+    TimePoint last_xid_at{};
+    double energy_mj = 0;
   };
   struct TaskState {
     explicit TaskState(const TelemetryHistoryOptions& o) : series(o) {}

@@ -88,6 +88,20 @@ asio::awaitable<Status> connectStream(UnixStream& stream, const ClientEndpoint& 
   co_return Status::ok();
 }
 
+asio::awaitable<Status> connectStream(TcpStream& stream, const ClientEndpoint& ep,
+                                      std::chrono::milliseconds timeout) {
+  error_code ec;
+  Tcp::resolver resolver(co_await asio::this_coro::executor);
+  const std::string port = std::to_string(ep.port);
+  auto results = co_await resolver.async_resolve(ep.host, port, awaitEc(ec));
+  if (ec) co_return transportError(ep, "cannot resolve", ec);
+  stream.expires_after(timeout);
+  co_await stream.async_connect(results, awaitEc(ec));
+  if (ec) co_return transportError(ep, "cannot connect to", ec);
+  stream.socket().set_option(Tcp::no_delay(true), ec);
+  co_return Status::ok();
+}
+
 asio::awaitable<Status> connectStream(TlsStream& stream, const ClientEndpoint& ep,
                                       std::chrono::milliseconds timeout) {
   error_code ec;
@@ -153,6 +167,14 @@ ClientEndpoint ClientEndpoint::tls(std::string host, int port, std::string ca_fi
   return ep;
 }
 
+ClientEndpoint ClientEndpoint::http(std::string host, int port) {
+  ClientEndpoint ep;
+  ep.host = std::move(host);
+  ep.port = port;
+  ep.plain_http = true;
+  return ep;
+}
+
 std::string ClientEndpoint::describe() const {
   if (isUnix()) return "unix:" + unix_socket_path;
   return host + ":" + std::to_string(port);
@@ -179,7 +201,7 @@ class HttpClient::Impl {
       if (beast::iequals(k, "content-type")) has_type = true;
       req.set(k, v);
     }
-    if (!ep_.isUnix() && !ep_.bearer_token.empty()) {
+    if (!ep_.isUnix() && !ep_.plain_http && !ep_.bearer_token.empty()) {
       req.set(http::field::authorization, "Bearer " + ep_.bearer_token);
     }
     if (!body.empty() && !has_type) req.set(http::field::content_type, "application/json");
@@ -192,6 +214,7 @@ class HttpClient::Impl {
   void close() {
     unix_.reset();
     tls_.reset();
+    tcp_.reset();
   }
 
   uint64_t connections_opened_ = 0;
@@ -232,6 +255,12 @@ class HttpClient::Impl {
       if (!s.isOk()) unix_.reset();
       co_return s;
     }
+    if (ep_.plain_http) {
+      tcp_.emplace(ioc_);
+      Status s = co_await connectStream(*tcp_, ep_, timeout_);
+      if (!s.isOk()) tcp_.reset();
+      co_return s;
+    }
     if (!tls_ctx_) {
       Status made = makeTlsContext(ep_, &tls_ctx_);
       if (!made.isOk()) co_return made;
@@ -247,7 +276,7 @@ class HttpClient::Impl {
     // if nothing at all came back on it, the request was not processed, so retry once on a
     // fresh connection.
     for (int attempt = 0; attempt < 2; ++attempt) {
-      bool reused = unix_.has_value() || tls_.has_value();
+      bool reused = unix_.has_value() || tls_.has_value() || tcp_.has_value();
       if (!reused) {
         Status s = co_await connect();
         if (!s.isOk()) co_return s;
@@ -258,6 +287,8 @@ class HttpClient::Impl {
       std::optional<Result<Response>> r;
       if (unix_) {
         r.emplace(co_await exchange(*unix_, req, &nothing_received));
+      } else if (tcp_) {
+        r.emplace(co_await exchange(*tcp_, req, &nothing_received));
       } else {
         r.emplace(co_await exchange(*tls_, req, &nothing_received));
       }
@@ -277,6 +308,7 @@ class HttpClient::Impl {
   beast::flat_buffer buffer_;
   std::optional<UnixStream> unix_;
   std::optional<TlsStream> tls_;
+  std::optional<TcpStream> tcp_;
 };
 
 HttpClient::HttpClient(ClientEndpoint endpoint, std::chrono::milliseconds timeout)

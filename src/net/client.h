@@ -27,10 +27,15 @@ struct ClientEndpoint {
   std::string server_name;
   // TLS: sent as "Authorization: Bearer <token>"; empty for none.
   std::string bearer_token;
+  // Plain HTTP over TCP to host:port (no TLS): for webhook receivers and scrapes on a trusted
+  // network; HttpClient only.
+  bool plain_http = false;
 
   static ClientEndpoint unixSocket(std::string path);
   static ClientEndpoint tls(std::string host, int port, std::string ca_file,
                             std::string bearer_token);
+  // Plain HTTP to host:port (see plain_http).
+  static ClientEndpoint http(std::string host, int port);
   bool isUnix() const { return !unix_socket_path.empty(); }
   // "unix:/run/gpool.sock" or "host:port", for messages.
   std::string describe() const;

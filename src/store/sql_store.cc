@@ -293,6 +293,38 @@ CREATE TABLE task_telemetry (
 CREATE INDEX task_telemetry_age ON task_telemetry (resolution, time);
 )sql",
                        dialect)},
+      // The alert engine's alerts and their history (fired, resolved, acknowledged).
+      Migration{6, "alerts",
+                expand(R"sql(
+CREATE TABLE alerts (
+  id {ID},
+  rule TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  labels_json TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  state TEXT NOT NULL,
+  started BIGINT NOT NULL,
+  resolved BIGINT,
+  acked_by TEXT NOT NULL DEFAULT '',
+  acked BIGINT
+);
+CREATE INDEX alerts_state ON alerts (state, id);
+CREATE TABLE alert_events (
+  seq {ID},
+  alert_id BIGINT NOT NULL REFERENCES alerts(id),
+  time BIGINT NOT NULL,
+  event TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX alert_events_alert ON alert_events (alert_id, seq);
+)sql",
+                       dialect)},
+      // GPUs held out of scheduling after a fatal XID until an admin clears them.
+      Migration{7, "gpu_holds",
+                "CREATE TABLE gpu_holds (uuid TEXT PRIMARY KEY, node TEXT NOT NULL, reason TEXT "
+                "NOT NULL, since BIGINT NOT NULL)"},
   };
 }
 
@@ -952,6 +984,203 @@ Result<std::vector<std::pair<std::string, int64_t>>> SqlStore::countJobsByState(
   });
   if (!txn_status.isOk()) return txn_status;
   return counts;
+}
+
+Result<std::vector<PendingReasonCount>> SqlStore::pendingByReason() {
+  std::vector<PendingReasonCount> counts;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT reason, COUNT(*), MIN(submit_time) FROM "
+                                               "jobs WHERE state = 'PENDING' GROUP BY reason "
+                                               "ORDER BY reason"));
+    counts.clear();
+    for (const auto& r : rows)
+      counts.push_back({r.text(0), r.integer(1), fromUnixMicros(r.integer(2))});
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return counts;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alerts
+
+namespace {
+
+constexpr const char* kAlertColumns =
+    "id, rule, fingerprint, severity, labels_json, summary, state, started, resolved, acked_by, "
+    "acked";
+
+AlertRecord alertFromRow(SqlRow& r) {
+  AlertRecord a;
+  a.id = r.integer(0);
+  a.rule = r.text(1);
+  a.fingerprint = r.text(2);
+  a.severity = r.text(3);
+  a.labels_json = r.text(4);
+  a.summary = r.text(5);
+  a.state = r.text(6);
+  a.started = fromUnixMicros(r.integer(7));
+  a.resolved = optTime(r, 8);
+  a.acked_by = r.text(9);
+  a.acked = optTime(r, 10);
+  return a;
+}
+
+Result<AlertRecord> loadAlert(Txn& tx, int64_t id) {
+  GPOOL_ASSIGN_OR_RETURN(
+      auto rows, tx.query(std::string("SELECT ") + kAlertColumns + " FROM alerts WHERE id = $1",
+                          {SqlParam{id}}));
+  if (rows.empty()) return Status::notFound("alert " + std::to_string(id) + " does not exist");
+  return alertFromRow(rows[0]);
+}
+
+Status insertAlertEvent(Txn& tx, int64_t id, TimePoint when, const std::string& event,
+                        const std::string& actor, const std::string& detail) {
+  return tx.exec(
+      "INSERT INTO alert_events (alert_id, time, event, actor, detail) VALUES ($1, $2, $3, $4, "
+      "$5)",
+      {id, micros(when), event, actor, detail});
+}
+
+}  // namespace
+
+Result<int64_t> SqlStore::fireAlert(const AlertRecord& a) {
+  int64_t id = 0;
+  Status s = transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("INSERT INTO alerts (rule, fingerprint, severity, labels_json, summary, state, "
+                 "started) VALUES ($1, $2, $3, $4, $5, 'firing', $6) RETURNING id",
+                 {a.rule, a.fingerprint, a.severity, a.labels_json, a.summary, micros(a.started)}));
+    if (rows.empty()) return Status::internal("INSERT INTO alerts returned no id");
+    id = rows[0].integer(0);
+    return insertAlertEvent(tx, id, a.started, "fired", "gpoold", a.summary);
+  });
+  if (!s.isOk()) return s;
+  return id;
+}
+
+Status SqlStore::resolveAlert(int64_t id, TimePoint when, const std::string& detail) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(AlertRecord a, loadAlert(tx, id));
+    if (a.state != "firing") {
+      return Status::failedPrecondition("alert " + std::to_string(id) + " is " + a.state);
+    }
+    GPOOL_RETURN_IF_ERROR(tx.exec(
+        "UPDATE alerts SET state = 'resolved', resolved = $2 WHERE id = $1", {id, micros(when)}));
+    return insertAlertEvent(tx, id, when, "resolved", "gpoold", detail);
+  });
+}
+
+Status SqlStore::ackAlert(int64_t id, const std::string& actor, TimePoint when) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(AlertRecord a, loadAlert(tx, id));
+    if (a.acked) {
+      return Status::failedPrecondition("alert " + std::to_string(id) +
+                                        " was already acknowledged by " + a.acked_by);
+    }
+    GPOOL_RETURN_IF_ERROR(tx.exec("UPDATE alerts SET acked_by = $2, acked = $3 WHERE id = $1",
+                                  {id, actor, micros(when)}));
+    return insertAlertEvent(tx, id, when, "acked", actor, "");
+  });
+}
+
+Result<AlertRecord> SqlStore::getAlert(int64_t id) {
+  AlertRecord out;
+  Status s = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(out, loadAlert(tx, id));
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  return out;
+}
+
+Result<std::vector<AlertRecord>> SqlStore::listAlerts(const AlertFilter& filter) {
+  if (filter.limit < 1 || filter.limit > 10000) {
+    return Status::invalidArgument("limit: must be between 1 and 10000");
+  }
+  std::vector<AlertRecord> out;
+  Status s = transact(false, [&](Txn& tx) -> Status {
+    std::string sql = std::string("SELECT ") + kAlertColumns + " FROM alerts WHERE 1 = 1";
+    std::vector<SqlParam> params;
+    if (!filter.state.empty()) {
+      params.push_back(filter.state);
+      sql += " AND state = $" + std::to_string(params.size());
+    }
+    if (filter.before_id > 0) {
+      params.push_back(filter.before_id);
+      sql += " AND id < $" + std::to_string(params.size());
+    }
+    params.push_back(int64_t{filter.limit});
+    sql += " ORDER BY id DESC LIMIT $" + std::to_string(params.size());
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
+    out.clear();
+    for (auto& r : rows)
+      out.push_back(alertFromRow(r));
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  return out;
+}
+
+Result<std::vector<AlertEvent>> SqlStore::alertEvents(int64_t alert_id) {
+  std::vector<AlertEvent> out;
+  Status s = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(loadAlert(tx, alert_id).status());
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT seq, alert_id, time, event, actor, detail FROM "
+                                    "alert_events WHERE alert_id = $1 ORDER BY seq",
+                                    {SqlParam{alert_id}}));
+    out.clear();
+    for (auto& r : rows) {
+      out.push_back({r.integer(0), r.integer(1), fromUnixMicros(r.integer(2)), r.text(3), r.text(4),
+                     r.text(5)});
+    }
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU holds
+
+Status SqlStore::holdGpu(const GpuHold& hold) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT uuid FROM gpu_holds WHERE uuid = $1", {hold.uuid}));
+    if (!rows.empty()) return Status::ok();
+    return tx.exec("INSERT INTO gpu_holds (uuid, node, reason, since) VALUES ($1, $2, $3, $4)",
+                   {hold.uuid, hold.node, hold.reason, micros(hold.since)});
+  });
+}
+
+Status SqlStore::clearGpuHold(const std::string& uuid, const std::string& actor, TimePoint when) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT node, reason FROM gpu_holds WHERE uuid = $1", {uuid}));
+    if (rows.empty()) return Status::notFound("GPU " + uuid + " is not held");
+    std::string detail = "on " + rows[0].text(0) + ", held for: " + rows[0].text(1);
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM gpu_holds WHERE uuid = $1", {uuid}));
+    return tx.exec(
+        "INSERT INTO audit_events (time, actor, action, subject, detail) VALUES ($1, $2, $3, $4, "
+        "$5)",
+        {micros(when), actor, std::string("gpu clear"), uuid, detail});
+  });
+}
+
+Result<std::vector<GpuHold>> SqlStore::listGpuHolds() {
+  std::vector<GpuHold> out;
+  Status s = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("SELECT uuid, node, reason, since FROM gpu_holds ORDER BY uuid"));
+    out.clear();
+    for (auto& r : rows)
+      out.push_back({r.text(0), r.text(1), r.text(2), fromUnixMicros(r.integer(3))});
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -116,6 +116,16 @@ class SqlStore : public Store {
                     const std::string& reason) override;
   Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) override;
   Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() override;
+  Result<std::vector<PendingReasonCount>> pendingByReason() override;
+  Result<int64_t> fireAlert(const AlertRecord& alert) override;
+  Status resolveAlert(int64_t id, TimePoint when, const std::string& detail) override;
+  Status ackAlert(int64_t id, const std::string& actor, TimePoint when) override;
+  Result<AlertRecord> getAlert(int64_t id) override;
+  Result<std::vector<AlertRecord>> listAlerts(const AlertFilter& filter) override;
+  Result<std::vector<AlertEvent>> alertEvents(int64_t alert_id) override;
+  Status holdGpu(const GpuHold& hold) override;
+  Status clearGpuHold(const std::string& uuid, const std::string& actor, TimePoint when) override;
+  Result<std::vector<GpuHold>> listGpuHolds() override;
   Status upsertNode(const NodeRecord& node) override;
   Result<NodeRecord> getNode(const std::string& name) override;
   Result<std::vector<NodeRecord>> listNodes() override;

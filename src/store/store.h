@@ -72,6 +72,54 @@ struct JobRecord {
   std::string hold;
 };
 
+struct PendingReasonCount {
+  std::string reason;
+  int64_t jobs = 0;
+  TimePoint oldest_submit{};
+};
+
+// One alert of gpoold's alert engine (docs/alerts.md): fired when its rule's condition held
+// long enough, resolved when it cleared long enough. `fingerprint` identifies what it is about
+// (rule and labels), so that a restarted controller finds the alerts still firing.
+struct AlertRecord {
+  int64_t id = 0;
+  std::string rule;         // "gpu_too_hot", ...
+  std::string fingerprint;  // stable per (rule, labels)
+  std::string severity;     // "warning" or "critical"
+  std::string labels_json;  // a JSON object of strings
+  std::string summary;      // for people
+  std::string state;        // "firing" or "resolved"
+  TimePoint started{};
+  std::optional<TimePoint> resolved;
+  std::string acked_by;  // empty until acknowledged
+  std::optional<TimePoint> acked;
+};
+
+// What happened to an alert: "fired", "resolved", "acked".
+struct AlertEvent {
+  int64_t seq = 0;
+  int64_t alert_id = 0;
+  TimePoint time{};
+  std::string event;
+  std::string actor;  // "gpoold" or the acknowledging user
+  std::string detail;
+};
+
+// A GPU held out of scheduling after a fatal fault (an XID of the fatal kinds) until an admin
+// clears it (`gpool gpu clear NODE/GPU`).
+struct GpuHold {
+  std::string uuid;
+  std::string node;
+  std::string reason;
+  TimePoint since{};
+};
+
+struct AlertFilter {
+  std::string state;      // "firing", "resolved"; empty: both
+  int64_t before_id = 0;  // newest first: only ids below this; 0: from the newest
+  int32_t limit = 100;    // 1..10000
+};
+
 struct JobEvent {
   // Increases with every event in the store, in commit order: an event committed after another
   // has a higher seq (what lets live-update clients resume with "events after N").
@@ -347,6 +395,33 @@ class Store {
   virtual Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) = 0;
   // How many jobs are in each state (states without jobs are absent), ordered by state name.
   virtual Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() = 0;
+  // PENDING jobs by their pending reason (the reason of their latest transition), with the
+  // submit time of the oldest; ordered by reason. For gpoold's metrics.
+  virtual Result<std::vector<PendingReasonCount>> pendingByReason() = 0;
+
+  // ---- alerts
+  // Stores a new firing alert and its "fired" event in one transaction; returns its id.
+  virtual Result<int64_t> fireAlert(const AlertRecord& alert) = 0;
+  // Firing -> resolved at `when`, with a "resolved" event. NotFound for an unknown id,
+  // FailedPrecondition when it is not firing.
+  virtual Status resolveAlert(int64_t id, TimePoint when, const std::string& detail) = 0;
+  // Records who acknowledged the alert, with an "acked" event. NotFound for an unknown id,
+  // FailedPrecondition when already acknowledged.
+  virtual Status ackAlert(int64_t id, const std::string& actor, TimePoint when) = 0;
+  virtual Result<AlertRecord> getAlert(int64_t id) = 0;
+  // Newest first.
+  virtual Result<std::vector<AlertRecord>> listAlerts(const AlertFilter& filter) = 0;
+  // Oldest first.
+  virtual Result<std::vector<AlertEvent>> alertEvents(int64_t alert_id) = 0;
+
+  // ---- GPU holds
+  // Holds `hold.uuid` (a hold already there keeps its reason and time).
+  virtual Status holdGpu(const GpuHold& hold) = 0;
+  // Removes the hold with an audit event ("gpu clear" by `actor`) in one transaction. NotFound
+  // when the GPU is not held.
+  virtual Status clearGpuHold(const std::string& uuid, const std::string& actor,
+                              TimePoint when) = 0;
+  virtual Result<std::vector<GpuHold>> listGpuHolds() = 0;
 
   // ---- nodes and GPUs
   virtual Status upsertNode(const NodeRecord& node) = 0;
@@ -452,6 +527,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 5;
+inline constexpr int32_t kSchemaVersion = 7;
 
 }  // namespace gpool::store

@@ -78,6 +78,7 @@ class AgentTest : public ::testing::Test {
   std::unique_ptr<Agent> newAgent(bool kill_strays = false) {
     AgentOptions o;
     o.node_name = "node-a";
+    o.hpc_job_mapping_dir = tmp_.file("hpc-jobs");
     o.state_dir = tmp_.file("agent");
     o.vgpu_dir = tmp_.file("vgpu");
     o.stray_grace = Micros(30'000'000);
@@ -185,6 +186,68 @@ TEST_F(AgentTest, DesiredStateStartsTaskAndReportsItsExit) {
   // The exit is reported once; a later tick says nothing more about it.
   agent_->tick();
   EXPECT_TRUE(take(*agent_, "task_update").empty());
+}
+
+// DCGM's HPC job mapping (dcgm-exporter --hpc-job-mapping-dir): one file per GPU index with
+// the ids of the jobs on it, kept by every tick, also by an agent that re-adopted the tasks.
+TEST_F(AgentTest, HpcJobMappingFilesNameTheJobsOnEachGpu) {
+  welcome(*agent_);
+  json shared = entry(8, 2, {"wait"});
+  agent_->handle(desired({entry(7, 1, {"wait"}), shared}));
+  agent_->tick();
+  EXPECT_EQ(testing::readOr(tmp_.file("hpc-jobs/0")), "7\n8\n");
+  EXPECT_EQ(testing::readOr(tmp_.file("hpc-jobs/1"), "<none>"), "<none>");
+  // A restarted agent (new Agent over the same directories) writes the same.
+  ASSERT_EQ(::unlink(tmp_.file("hpc-jobs/0").c_str()), 0);
+  agent_ = newAgent();
+  welcome(*agent_);
+  agent_->tick();
+  EXPECT_EQ(testing::readOr(tmp_.file("hpc-jobs/0")), "7\n8\n");
+  // Job 7 ends: only 8 is left; both end: the file goes.
+  agent_->handle(desired({shared}));
+  EXPECT_EQ(waitEnd("7.0").state, TaskState::kCancelled);
+  agent_->tick();
+  EXPECT_EQ(testing::readOr(tmp_.file("hpc-jobs/0")), "8\n");
+  agent_->handle(desired({}));
+  waitEnd("8.0");
+  agent_->tick();
+  EXPECT_EQ(testing::readOr(tmp_.file("hpc-jobs/0"), "<none>"), "<none>");
+}
+
+// Simulated GPUs look like a pool: their telemetry follows the tasks on them (a declared load
+// here, no interposer), not the fixture: the busy GPU shows the task's load, power and memory
+// and the task's process; the idle one shows nothing.
+TEST_F(AgentTest, SimulatedTelemetryFollowsTheTasksOnEachGpu) {
+  welcome(*agent_);
+  json busy = entry(7, 1, {"wait"});
+  busy["launch"]["env"] = {{"GPOOL_SIM_LOAD", "60"}, {"GPOOL_SIM_MEMORY", "20G"}};
+  agent_->handle(desired({busy}));
+  (void)agent_->takeOutbox();
+  clock_.advance(std::chrono::seconds(11));  // the next telemetry interval
+  agent_->tick();
+  std::vector<json> t, health;
+  for (json& m : agent_->takeOutbox()) {
+    if (m["type"] == "telemetry") t.push_back(m);
+    if (m["type"] == "health") health.push_back(m);
+  }
+  ASSERT_EQ(t.size(), 1u);
+  const json& gpus = t[0]["body"]["gpus"];
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0]["utilization_pct"], 60);
+  EXPECT_EQ(gpus[0]["memory_used_mib"], 20480);
+  EXPECT_DOUBLE_EQ(gpus[0]["power_w"].get<double>(), 60 + (400 - 60) * 0.6);
+  EXPECT_EQ(gpus[0]["temperature_c"], 59);  // 32 + 45 x 0.6
+  ASSERT_EQ(gpus[0]["processes"].size(), 1u);
+  EXPECT_EQ(gpus[0]["processes"][0]["job_id"], 7);  // the task's own process, tagged
+  EXPECT_EQ(gpus[0]["processes"][0]["used_mib"], 20480);
+  EXPECT_EQ(gpus[1]["utilization_pct"], 0);
+  EXPECT_EQ(gpus[1]["memory_used_mib"], 0);
+  EXPECT_DOUBLE_EQ(gpus[1]["power_w"].get<double>(), 60);
+  // The task is no stray: no health finding names it.
+  for (const json& h : health) {
+    for (const json& f : h["body"]["findings"])
+      EXPECT_NE(f.value("check", ""), "stray_process") << f.dump();
+  }
 }
 
 TEST_F(AgentTest, TaskNotDesiredIsStopped) {

@@ -126,9 +126,9 @@ inline std::string supervisorPath() {
   return std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor";
 }
 
-inline std::string readOr(const std::string& path) {
+inline std::string readOr(const std::string& path, const std::string& missing = "") {
   auto text = readFile(path);
-  return text.ok() ? *text : "";
+  return text.ok() ? *text : missing;
 }
 
 }  // namespace gpool::agent::testing

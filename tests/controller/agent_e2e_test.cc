@@ -4,11 +4,14 @@
 // tasks), run by the agent as that user, and followed through GET /v1/jobs/{id}. Needs root (to
 // create the test user and switch to it); skips otherwise. Waits poll the REST API every 20 ms
 // with an overall deadline; no sleeps as synchronisation.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +24,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -155,6 +160,13 @@ class AgentEndToEndTest : public ::testing::Test {
  protected:
   // Whom gpoold runs as: root, or (the Debian package's way) an unprivileged user of its own.
   virtual bool gpooldAsServiceUser() const { return false; }
+  // More [controller] keys for gpoold.toml, and more sections after it.
+  virtual std::string extraConfig() const { return ""; }
+  virtual std::string extraSections() const { return ""; }
+  // The agent's GPUs.
+  virtual std::string fixture() {
+    return std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
+  }
 
   void SetUp() override {
     std::string why = ensureUser(kUser);
@@ -166,7 +178,8 @@ class AgentEndToEndTest : public ::testing::Test {
     std::string config = dir_.file("gpoold.toml");
     std::ofstream(config) << "[controller]\nstore = \"" << dir_.file("gpool.db") << "\"\n"
                           << "sqlite_synchronous = \"NORMAL\"\nsocket = \"" << socket_ << "\"\n"
-                          << "schedule_interval = \"1s\"\n[log]\nlevel = \"warn\"\n";
+                          << "schedule_interval = \"1s\"\n"
+                          << extraConfig() << extraSections() << "[log]\nlevel = \"warn\"\n";
     uid_t gpoold_uid = 0;
     gid_t gpoold_gid = 0;
     if (gpooldAsServiceUser()) {
@@ -177,14 +190,17 @@ class AgentEndToEndTest : public ::testing::Test {
     }
     gpoold_ = spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config", config},
                     true, gpoold_uid, gpoold_gid);
-    ASSERT_EQ(readLine(gpoold_.out), "ready");
-    agent_ =
-        spawn({std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", "n1",
-               "--unix-socket", socket_, "--state-dir", dir_.file("state"), "--fake-fixture",
-               std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json",
-               "--supervisor", std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
-               "--vgpu-dir", dir_.file("vgpu"), "--no-cgroups"},
-              false);
+    // Listener lines ("metrics 127.0.0.1:PORT") come before "ready".
+    for (std::string line = readLine(gpoold_.out); line != "ready"; line = readLine(gpoold_.out)) {
+      ASSERT_FALSE(line.empty()) << "gpoold did not start";
+      if (line.rfind("metrics ", 0) == 0) metrics_address_ = line.substr(8);
+    }
+    agent_ = spawn(
+        {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", "n1", "--unix-socket",
+         socket_, "--state-dir", dir_.file("state"), "--fake-fixture", fixture(), "--supervisor",
+         std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor", "--vgpu-dir",
+         dir_.file("vgpu"), "--no-cgroups"},
+        false);
     ASSERT_GT(agent_.pid, 0);
     http_ = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(socket_),
                                               std::chrono::seconds(10));
@@ -205,12 +221,14 @@ class AgentEndToEndTest : public ::testing::Test {
   }
 
   // Submits `command` (through /bin/sh -c) as the test user, over the socket with its uid.
-  int64_t submitAsUser(const std::string& command) {
+  int64_t submitAsUser(const std::string& command, uint32_t gpus_milli = 1000,
+                       std::map<std::string, std::string> env = {}) {
     api::JobSpec spec;
     spec.name = "e2e";
     spec.command = {"/bin/sh", "-c", command};
     spec.working_dir = dir_.path();
-    spec.resources.gpus_milli = 1000;
+    spec.resources.gpus_milli = gpus_milli;
+    spec.env = std::move(env);
     std::string body = api::toJson(spec).dump();
     std::string request =
         "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
@@ -240,6 +258,7 @@ class AgentEndToEndTest : public ::testing::Test {
   gid_t gid_ = 0;
   Child gpoold_;
   Child agent_;
+  std::string metrics_address_;  // gpoold's open scrape listener, when configured
   std::unique_ptr<net::HttpClient> http_;
 };
 
@@ -345,6 +364,199 @@ TEST_F(AgentEndToEndAsServiceUserTest, LogsTheControllerCannotOpenComeThroughThe
   EXPECT_EQ(run.out, "out\n");
   EXPECT_NE(run.err.find("err\n"), std::string::npos) << run.err;
   EXPECT_EQ(run.err.find("not on the controller"), std::string::npos) << run.err;
+}
+
+// A real Prometheus (Debian's prometheus package) scrapes gpoold's open metrics listener; a
+// PromQL query over DCGM_FI_DEV_GPU_UTIL with the running job's hpc_job label returns the
+// simulated GPU's value. Skips where the prometheus binary is not installed
+// (scripts/install-deps.sh installs it).
+class PrometheusScrapeTest : public AgentEndToEndTest {
+ protected:
+  std::string extraConfig() const override {
+    return "metrics_listen = \"127.0.0.1:0\"\ntelemetry_interval = \"1s\"\n";
+  }
+};
+
+// A port the OS says is free now (Prometheus takes its listen address only as host:port).
+// GET `url` with curl (plain HTTP; the API's client speaks TLS or a Unix socket only), with
+// `query` as one URL-encoded parameter when given. The body, or "" when curl fails.
+std::string curl(const std::string& url, const std::string& query = "") {
+  std::string cmd = "curl -sS --max-time 5 -G '" + url + "' 2>/dev/null";
+  if (!query.empty()) cmd += " --data-urlencode '" + query + "'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = ::fread(buf, 1, sizeof buf, p)) > 0;)
+    out.append(buf, n);
+  return ::pclose(p) == 0 ? out : "";
+}
+
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+TEST_F(PrometheusScrapeTest, PromQlOverDcgmGpuUtilWithTheJobLabelReturnsTheSimulatedGpus) {
+  const std::string prometheus = "/usr/bin/prometheus";
+  if (::access(prometheus.c_str(), X_OK) != 0) {
+    GTEST_SKIP() << "no " << prometheus << " (Debian package prometheus)";
+  }
+  ASSERT_FALSE(metrics_address_.empty()) << "gpoold printed no metrics listener";
+  int64_t id = submitAsUser("exec sleep 1000");
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(waitState(id, "RUNNING")) << job(id).dump();
+  const std::string uuid = job(id)["allocations"][0]["slices"][0].value("gpu_uuid", "");
+  ASSERT_FALSE(uuid.empty()) << job(id).dump();
+
+  int port = freePort();
+  ASSERT_GT(port, 0);
+  std::string config = dir_.file("prometheus.yml");
+  std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                        << "scrape_configs:\n  - job_name: gpool\n    static_configs:\n"
+                        << "      - targets: ['" << metrics_address_ << "']\n";
+  Child prom =
+      spawn({prometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir_.file("tsdb"),
+             "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+            false, 0, 0, dir_.path(), dir_.file("prometheus"));
+  ASSERT_GT(prom.pid, 0);
+  const std::string query = "DCGM_FI_DEV_GPU_UTIL{hpc_job=\"" + std::to_string(id) + "\"}";
+  // gpoold's own value for the GPU, from its page.
+  auto served = [&]() -> std::string {
+    std::istringstream lines(curl("http://" + metrics_address_ + "/metrics"));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("DCGM_FI_DEV_GPU_UTIL{", 0) == 0 &&
+          line.find("UUID=\"" + uuid + "\"") != std::string::npos)
+        return line.substr(line.rfind(' ') + 1);
+    }
+    return "";
+  };
+  // Until Prometheus answers with a sample equal to what gpoold serves (the fixture's script
+  // changes the value at times, so one pair of reads may straddle a change).
+  json result;
+  std::string value, page_value;
+  bool found = eventually([&] {
+    json j = json::parse(
+        curl("http://127.0.0.1:" + std::to_string(port) + "/api/v1/query", "query=" + query),
+        nullptr, false);
+    if (j.is_discarded() || j.value("status", "") != "success") return false;
+    result = j["data"]["result"];
+    if (!result.is_array() || result.size() != 1) return false;
+    value = result[0]["value"][1].get<std::string>();
+    page_value = served();
+    return value == page_value;
+  });
+  stop(prom);
+  ASSERT_TRUE(found) << "Prometheus answered " << result.dump() << " for " << query
+                     << " (gpoold serves " << page_value << "); its log:\n"
+                     << slurp(dir_.file("prometheus.err"));
+  const json& metric = result[0]["metric"];
+  EXPECT_EQ(metric.value("UUID", ""), uuid) << result.dump();
+  EXPECT_EQ(metric.value("user", ""), kUser);
+  EXPECT_EQ(metric.value("Hostname", ""), "n1");
+  EXPECT_EQ(metric.value("job", ""), "gpool");  // Prometheus's scrape job, not clobbered
+  EXPECT_NE(metric.value("modelName", "").find("(simulated)"), std::string::npos);
+  auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+  ASSERT_TRUE(cancel.ok());
+  EXPECT_TRUE(waitState(id, "CANCELLED"));
+}
+
+// The faults of a pool on simulated GPUs through the real daemons: a stray process and the
+// memory it leaves behind, an allocation that uses nothing, and a GPU that fails under a running
+// job. gpoold's alerts name each (GET /v1/alerts), the failed GPU ends the job with its reason
+// and stays held until an admin clears it. Timings: the fixture's script steps are 2 s.
+class FaultScenariosTest : public AgentEndToEndTest {
+ protected:
+  std::string fixture() override {
+    std::string path = dir_.file("faults.json");
+    // GPU 0: a stray process (2 s), gone at 8 s leaving 3000 MiB; GPU 1: XID 79 at 14 s. The
+    // script keeps both GPUs at 97 % as a load script would; the tasks' telemetry overrides it.
+    std::ofstream(path) << R"({"description": "e2e faults", "step_seconds": 2,
+      "gpus": [{"count": 2, "model": "NVIDIA A100-SXM4-40GB", "memory_mib": 40960,
+                "compute_capability": "8.0"}],
+      "telemetry": {"utilization_pct": 97, "memory_used_mib": 0, "temperature_c": 40,
+                    "power_w": 60, "sm_clock_mhz": 1410, "memory_clock_mhz": 1215},
+      "script": [{"step": 1, "gpu": 0, "process": {"pid": 31337, "used_mib": 6144}},
+                 {"step": 4, "gpu": 0, "process_exit": 31337},
+                 {"step": 4, "gpu": 0, "set": {"memory_used_mib": 3000}},
+                 {"step": 7, "gpu": 1, "xid": 79}]})";
+    return path;
+  }
+  std::string extraConfig() const override { return "telemetry_interval = \"1s\"\n"; }
+  std::string extraSections() const override {
+    return "[alerts]\nevaluate_every = \"1s\"\n"
+           "[alerts.stray_process]\nfor = \"0s\"\nresolve_after = \"1s\"\n"
+           "[alerts.leaked_memory]\nfor = \"0s\"\n"
+           "[alerts.allocation_idle]\nfor = \"2s\"\n";
+  }
+  // The alerts gpoold holds, as root sees them.
+  json alerts() {
+    auto r = http_->get("/v1/alerts?state=all");
+    if (!r.ok() || r->status != 200) return json::array();
+    return json::parse(r->body)["alerts"];
+  }
+  std::optional<json> alertNamed(const std::string& name) {
+    for (const json& a : alerts()) {
+      if (a["alertname"] == name) return a;
+    }
+    return std::nullopt;
+  }
+};
+
+TEST_F(FaultScenariosTest, StrayLeakIdleAndFailedGpuAreSeenAndActedOn) {
+  // A job on both GPUs that declares it does nothing (a demo job's GPOOL_SIM_LOAD).
+  int64_t id = submitAsUser("exec sleep 1000", 2000, {{"GPOOL_SIM_LOAD", "0"}});
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(waitState(id, "RUNNING")) << job(id).dump();
+
+  // Idle: the GPUs follow the task (0 %), not the fixture's 97 %, so the allocation is flagged.
+  std::optional<json> idle;
+  ASSERT_TRUE(eventually([&] { return (idle = alertNamed("AllocationIdle")).has_value(); }))
+      << alerts().dump();
+  EXPECT_EQ((*idle)["labels"]["hpc_job"], std::to_string(id));
+  EXPECT_EQ((*idle)["labels"]["user"], kUser);
+
+  // Stray: reported with its pid and memory; resolved once it exited.
+  std::optional<json> stray;
+  ASSERT_TRUE(eventually([&] { return (stray = alertNamed("StrayGpuProcess")).has_value(); }))
+      << alerts().dump();
+  EXPECT_EQ((*stray)["labels"]["pid"], "31337");
+  EXPECT_NE((*stray)["summary"].get<std::string>().find("6144 MiB"), std::string::npos);
+  ASSERT_TRUE(eventually([&] {
+    auto a = alertNamed("StrayGpuProcess");
+    return a && (*a)["state"] == "resolved";
+  })) << alerts().dump();
+
+  // Memory left behind: 3000 MiB no process holds.
+  std::optional<json> leak;
+  ASSERT_TRUE(eventually([&] { return (leak = alertNamed("GpuMemoryLeftBehind")).has_value(); }))
+      << alerts().dump();
+  EXPECT_NE((*leak)["summary"].get<std::string>().find("3000 MiB"), std::string::npos);
+
+  // The GPU fails under the job: XID 79 ends it (not preemptible) with the GPU's reason, the
+  // alert fires, and the GPU stays out of scheduling after the XID until it is cleared.
+  ASSERT_TRUE(waitState(id, "NODE_FAIL")) << job(id).dump();
+  EXPECT_NE(job(id).value("reason", "").find("GPU 1 of n1 failed"), std::string::npos)
+      << job(id).dump();
+  ASSERT_TRUE(eventually([&] { return alertNamed("GpuXidError").has_value(); })) << alerts().dump();
+  auto gpus = http_->get("/v1/gpus");
+  ASSERT_TRUE(gpus.ok());
+  json g1 = json::parse(gpus->body)["gpus"][1];
+  EXPECT_EQ(g1["health"], "unhealthy") << g1.dump();
+  EXPECT_NE(g1.value("health_reason", "").find("gpool gpu clear n1/1"), std::string::npos);
+  auto cleared = http_->post("/v1/nodes/n1/gpus/1/clear", "");
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_EQ(cleared->status, 200) << cleared->body;
 }
 
 }  // namespace

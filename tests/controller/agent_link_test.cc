@@ -225,6 +225,7 @@ class AgentLinkTest : public ::testing::Test {
     net::Router router;
     ApiRouteOptions api_options;
     api_options.telemetry = &telemetry_;
+    api_options.gpu_cleared = [this](const std::string& node) { (void)link_->reapplyHealth(node); };
     ASSERT_TRUE(addApiRoutes(router, *store_, *service_, *registry_, api_options).isOk());
     ASSERT_TRUE(link_->addRoute(router).isOk());
     net::ServerOptions options_net;
@@ -842,41 +843,55 @@ json gpuSample(const std::string& uuid, int index, int util, int mem_used,
 
 TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
   auto agent = helloAgent("n1");
-  // A job runs on one GPU before the GPUs go bad.
+  // A job runs on one GPU (`used`) before the GPUs go bad.
   int64_t epoch = 0;
   int64_t first = startRunning(*agent, "sleep 100", &epoch);
   ASSERT_GT(first, 0);
-  size_t from = agent->receivedCount();
   ASSERT_TRUE(waitJobState(first, "RUNNING"));
+  const std::string used = job(first)["allocations"][0]["slices"][0].value("gpu_uuid", "");
+  const std::string other = used == "GPU-n1-0" ? "GPU-n1-1" : "GPU-n1-0";
+  const std::string used_index = used.substr(used.size() - 1);
 
   agent->send("health",
-              {{"findings",
-                json::array({finding("xid", "GPU-n1-0", true, "GPU 0: XID 79 (fell off the bus)"),
-                             finding("too_hot", "GPU-n1-1", true, "GPU 1 at 95 C"),
-                             finding("stray_process", "GPU-n1-1", false, "pid 7 on GPU 1"),
-                             finding("driver_mismatch", "", false,
-                                     "driver 535 here, 550 on "
-                                     "the other servers")})},
+              {{"findings", json::array({finding("xid", used, true, "XID 79 (fell off the bus)"),
+                                         finding("too_hot", other, true, "95 C"),
+                                         finding("stray_process", other, false, "pid 7"),
+                                         finding("driver_mismatch", "", false,
+                                                 "driver 535 here, 550 on "
+                                                 "the other servers")})},
                {"time_us", 1}});
   ASSERT_TRUE(agent->roundTrip());
   auto g = gpus();
-  EXPECT_EQ(g["GPU-n1-0"]["health"], "unhealthy");
-  EXPECT_EQ(g["GPU-n1-0"]["state"], "unhealthy");
-  EXPECT_EQ(g["GPU-n1-0"]["health_reason"], "GPU 0: XID 79 (fell off the bus)");
-  EXPECT_EQ(g["GPU-n1-1"]["health_reason"], "GPU 1 at 95 C");  // the stray is no GPU fault
+  EXPECT_EQ(g[used]["health"], "unhealthy");
+  EXPECT_EQ(g[used]["state"], "unhealthy");
+  // A fatal XID holds the GPU: the reason says so and how to return it.
+  EXPECT_NE(g[used]["health_reason"].get<std::string>().find("XID 79 (fell off the bus)"),
+            std::string::npos);
+  EXPECT_NE(g[used]["health_reason"].get<std::string>().find("gpool gpu clear n1/" + used_index),
+            std::string::npos);
+  EXPECT_EQ(g[other]["health_reason"], "95 C");  // the stray is no GPU fault
   json node = getJson("/v1/nodes/n1");
   ASSERT_EQ(node["gpus"].size(), 2u);
-  EXPECT_EQ(node["gpus"][0]["health"], "unhealthy");
-  EXPECT_EQ(node["gpus"][0]["health_reason"], "GPU 0: XID 79 (fell off the bus)");
   // A finding about the server itself shows on the node.
   EXPECT_EQ(node.value("health_reason", ""), "driver 535 here, 550 on the other servers");
 
-  // No new work lands on the node; the running job stays.
+  // The job on the failed GPU ends (not preemptible: NODE_FAIL) with the GPU's reason, and its
+  // task is told to stop; no new work lands on the node.
   int64_t second = submit("echo hi");
-  from = agent->receivedCount();
+  size_t from = agent->receivedCount();
   ASSERT_TRUE(loop_->runOnce().ok());
   EXPECT_EQ(job(second)["state"], "PENDING");
-  EXPECT_EQ(job(first)["state"], "RUNNING");
+  json failed = job(first);
+  EXPECT_EQ(failed["state"], "NODE_FAIL");
+  EXPECT_NE(failed.value("reason", "").find("GPU " + used_index + " of n1 failed: XID 79"),
+            std::string::npos)
+      << failed.dump();
+  auto cancel = agent->waitFor(
+      [&](const json& m) {
+        return m.value("type", "") == "cancel" && m["body"]["assignment"]["job_id"] == first;
+      },
+      from);
+  EXPECT_TRUE(cancel.has_value());
   ASSERT_TRUE(agent->roundTrip());
   for (size_t i = from; i < agent->receivedCount(); ++i) {
     auto m = agent->waitFor([](const json&) { return true; }, i);
@@ -885,15 +900,26 @@ TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
   }
 
   // A warning only degrades: the GPU stays schedulable.
-  agent->send("health", {{"findings", json::array({finding("ecc_corrected", "GPU-n1-1", false,
-                                                           "GPU 1: 5000 corrected ECC errors")})},
-                         {"time_us", 2}});
+  agent->send("health",
+              {{"findings",
+                json::array({finding("ecc_corrected", other, false, "5000 corrected ECC errors")})},
+               {"time_us", 2}});
   ASSERT_TRUE(agent->roundTrip());
   g = gpus();
-  EXPECT_EQ(g["GPU-n1-0"]["health"], "healthy");
-  EXPECT_EQ(g["GPU-n1-0"]["health_reason"], "");
-  EXPECT_EQ(g["GPU-n1-1"]["health"], "degraded");
+  // The held GPU stays out although its agent no longer reports it, until an admin clears it;
+  // then it takes what its agent reports (nothing: healthy).
+  EXPECT_EQ(g[used]["health"], "unhealthy");
+  EXPECT_EQ(g[other]["health"], "degraded");
   EXPECT_FALSE(getJson("/v1/nodes/n1").contains("health_reason"));  // no longer reported
+  const std::string clear = "/v1/nodes/n1/gpus/" + used_index + "/clear";
+  auto cleared = http_->post(clear, "");
+  ASSERT_TRUE(cleared.ok());
+  ASSERT_EQ(cleared->status, 200) << cleared->body;
+  EXPECT_EQ(http_->post(clear, "")->status, 409);  // no longer held
+  EXPECT_EQ(http_->post("/v1/nodes/n1/gpus/9/clear", "")->status, 404);
+  g = gpus();
+  EXPECT_EQ(g[used]["health"], "healthy");
+  EXPECT_EQ(g[used]["health_reason"], "");
   from = agent->receivedCount();
   ASSERT_TRUE(loop_->runOnce().ok());
   auto placed = agent->waitFor(
@@ -903,6 +929,43 @@ TEST_F(AgentLinkTest, UnhealthyGpusLeaveSchedulingAndComeBackWhenHealthy) {
       from);
   ASSERT_TRUE(placed.has_value());
   EXPECT_EQ(job(second)["state"], "RUNNING");
+}
+
+// A preemptible (restartable) job on a GPU that fell off the bus is requeued with the reason.
+TEST_F(AgentLinkTest, APreemptibleJobOnAFailedGpuIsRequeued) {
+  auto agent = helloAgent("n1");
+  api::JobSpec spec;
+  spec.name = "restartable";
+  spec.command = {"sleep", "100"};
+  spec.resources.gpus_milli = 1000;
+  spec.preemptible = true;
+  auto r = http_->post("/v1/jobs", api::toJson(spec).dump());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 201) << r->body;
+  int64_t id = json::parse(r->body)["ids"][0];
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto assign = agent->waitType("assign", from);
+  ASSERT_TRUE(assign.has_value());
+  const std::string gpu = (*assign)["body"]["launch"]["gpus"][0];
+  agent->send("health",
+              {{"findings",
+                json::array({finding("gpu_missing", gpu, true, "the GPU is gone from the bus")})},
+               {"time_us", 1}});
+  ASSERT_TRUE(agent->roundTrip());
+  ASSERT_TRUE(loop_->runOnce().ok());
+  json j = job(id);
+  auto events = getJson("/v1/jobs/" + std::to_string(id) + "/events")["events"];
+  bool requeued = false;
+  for (const json& e : events) {
+    if (e["from_state"] == "NODE_FAIL" && e["to_state"] == "PENDING")
+      requeued = e["reason"].get<std::string>().find("requeued after GPU failure") == 0;
+  }
+  EXPECT_TRUE(requeued) << events.dump();
+  // Placed again, not on the failed GPU (the other one).
+  if (j["state"] == "RUNNING") {
+    EXPECT_NE(j["allocations"][0]["slices"][0]["gpu_uuid"], gpu) << j.dump();
+  }
 }
 
 TEST_F(AgentLinkTest, TelemetryShowsInGpusAndHistoriesAttributedToTheJob) {

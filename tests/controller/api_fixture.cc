@@ -36,8 +36,10 @@ void ApiTest::SetUp() {
     group.gid = 2000;
     ASSERT_TRUE(store::saveApiGroup(*store_, group).isOk());
   }
+  metrics_ = std::make_unique<MetricsExporter>(*store_, *registry_, clock_);
   ApiRouteOptions options;
   options.clock = &clock_;
+  options.metrics = metrics_.get();
   store::Store* store = store_.get();
   options.caller_for = [store](const net::Request& req) -> Result<Caller> {
     auto name = req.header("x-test-user");

@@ -11,6 +11,7 @@
 #include "controller/api_routes.h"
 #include "controller/controller_fixture.h"
 #include "controller/job_service.h"
+#include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "net/client.h"
 #include "net/server.h"
@@ -51,6 +52,7 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<MetricsExporter> metrics_;  // GET /metrics (no telemetry source)
   net::Router router_;  // the routes, kept for inspection (the server gets a copy)
   std::unique_ptr<net::Server> server_;
   std::unique_ptr<net::HttpClient> client_;

@@ -34,6 +34,46 @@ TEST_F(NodeRegistryTest, RegisterStoresNodeAndGpus) {
   EXPECT_GT(*again, *epoch);
 }
 
+// A GPU held after a fatal XID stays unhealthy whatever its agent reports later, when its
+// node re-registers, and across a controller restart, until an admin clears it (audited).
+TEST_F(NodeRegistryTest, HeldGpuStaysUnhealthyUntilCleared) {
+  NodeRegistry reg(*store_, clock_, options_);
+  ASSERT_TRUE(reg.registerNode(makeNode("gpu-01", 2)).ok());
+  auto held = reg.holdGpu("gpu-01", "GPU-gpu-01-1", "GPU 1 reported XID 79 (fallen off the bus)");
+  ASSERT_TRUE(held.ok()) << held.status().toString();
+  EXPECT_TRUE(*held);
+  EXPECT_FALSE(*reg.holdGpu("gpu-01", "GPU-gpu-01-1", "again"));  // once
+  auto gpu1 = [](const NodeRegistry& r) { return r.node("gpu-01")->gpus[1]; };
+  EXPECT_EQ(gpu1(reg).health, api::GpuHealth::kUnhealthy);
+  EXPECT_NE(gpu1(reg).health_reason.find("XID 79"), std::string::npos);
+  EXPECT_NE(gpu1(reg).health_reason.find("gpool gpu clear gpu-01/1"), std::string::npos);
+  // The agent's next report says nothing about it; it reconnects: still held.
+  ASSERT_TRUE(reg.setGpuHealth("gpu-01", {}).ok());
+  EXPECT_EQ(gpu1(reg).health, api::GpuHealth::kUnhealthy);
+  ASSERT_TRUE(reg.registerNode(makeNode("gpu-01", 2)).ok());
+  EXPECT_EQ(gpu1(reg).health, api::GpuHealth::kUnhealthy);
+  EXPECT_EQ(reg.node("gpu-01")->gpus[0].health, api::GpuHealth::kHealthy);
+  // A restarted controller knows the hold.
+  NodeRegistry restarted(*store_, clock_, options_);
+  ASSERT_TRUE(restarted.load().isOk());
+  EXPECT_EQ(gpu1(restarted).health, api::GpuHealth::kUnhealthy);
+  // Clearing: unknown GPU, a GPU not held, then the held one.
+  EXPECT_EQ(restarted.clearGpuHold("gpu-01", 7, "root").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(restarted.clearGpuHold("gpu-01", 0, "root").status().code(),
+            StatusCode::kFailedPrecondition);
+  auto cleared = restarted.clearGpuHold("gpu-01", 1, "root");
+  ASSERT_TRUE(cleared.ok()) << cleared.status().toString();
+  EXPECT_EQ(*cleared, "GPU-gpu-01-1");
+  EXPECT_EQ(gpu1(restarted).health, api::GpuHealth::kHealthy);
+  EXPECT_TRUE(store_->listGpuHolds()->empty());
+  auto audit = store_->auditEvents(0, 100);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_FALSE(audit->empty());
+  EXPECT_EQ(audit->back().action, "gpu clear");
+  EXPECT_EQ(audit->back().actor, "root");
+  EXPECT_EQ(audit->back().subject, "GPU-gpu-01-1");
+}
+
 TEST_F(NodeRegistryTest, RejectsBadName) {
   NodeRegistry reg(*store_, clock_, options_);
   EXPECT_EQ(reg.registerNode(makeNode("bad name!", 1)).status().code(),

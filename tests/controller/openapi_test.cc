@@ -184,7 +184,7 @@ TEST_F(OpenApiTest, DocumentNamesExactlyTheRoutesOfTheRouter) {
 }
 
 // A path pattern with its parameters filled in with objects the fixture has.
-std::string fillPath(const std::string& pattern, int64_t job_id) {
+std::string fillPath(const std::string& pattern, int64_t job_id, int64_t alert_id = 0) {
   std::string out;
   size_t i = 0;
   while (i < pattern.size()) {
@@ -196,7 +196,9 @@ std::string fillPath(const std::string& pattern, int64_t job_id) {
     out += pattern.substr(i, open - i);
     size_t close = pattern.find('}', open);
     std::string name = pattern.substr(open + 1, close - open - 1);
-    if (name == "id") {
+    if (name == "id" && pattern.rfind("/v1/alerts/", 0) == 0) {
+      out += std::to_string(alert_id);
+    } else if (name == "id") {
       out += std::to_string(job_id);
     } else if (name == "subject") {
       out += "group";
@@ -230,16 +232,32 @@ TEST_F(OpenApiTest, EveryGetAnswerMatchesItsDocumentedSchema) {
           .status,
       201);
   ASSERT_TRUE(registry_->drain("gpu-02", "maintenance").isOk());
+  store::AlertRecord alert;
+  alert.rule = "gpu_too_hot";
+  alert.fingerprint = "0123456789abcdef";
+  alert.severity = "critical";
+  alert.labels_json = R"({"alertname":"GpuTooHot","severity":"critical","Hostname":"gpu-01"})";
+  alert.summary = "GPU 0 of gpu-01 is at 95 C";
+  alert.started = clock_.now();
+  Result<int64_t> alert_id = store_->fireAlert(alert);
+  ASSERT_TRUE(alert_id.ok()) << alert_id.status().toString();
+  ASSERT_TRUE(store_->ackAlert(*alert_id, "root", clock_.now()).isOk());
 
   SchemaChecker checker(doc_);
   size_t checked = 0;
   for (const net::Router::Route& route : router_.routes()) {
     if (route.method != net::Method::kGet || route.is_websocket) continue;
-    std::string target = fillPath(route.pattern, id);
+    std::string target = fillPath(route.pattern, id, *alert_id);
     auto r = get("root", target);
     ASSERT_EQ(r.status, 200) << target << ": " << r.body;
     json op = doc_["paths"][route.pattern]["get"];
     ASSERT_TRUE(op.is_object()) << route.pattern << " is not documented";
+    if (op["responses"]["200"]["content"].contains("text/plain")) {
+      // Not JSON (GET /metrics, Prometheus's text format): the documented media type.
+      EXPECT_EQ(r.header("Content-Type").value_or("").rfind("text/plain", 0), 0u) << target;
+      ++checked;
+      continue;
+    }
     json schema = op["responses"]["200"]["content"]["application/json"]["schema"];
     ASSERT_TRUE(schema.is_object()) << route.pattern << ": no 200 application/json schema";
     json answer = body(r);

@@ -66,7 +66,8 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
               "COLUMN kind; ALTER TABLE api_tokens DROP COLUMN public_id; ALTER "
               "TABLE api_tokens DROP COLUMN node_name; ALTER TABLE api_tokens "
               "DROP COLUMN reusable; ALTER TABLE api_tokens DROP COLUMN uses; "
-              "ALTER TABLE api_tokens DROP COLUMN last_used; DROP TABLE task_telemetry; UPDATE "
+              "ALTER TABLE api_tokens DROP COLUMN last_used; DROP TABLE task_telemetry; DROP TABLE "
+              "alert_events; DROP TABLE alerts; DROP TABLE gpu_holds; UPDATE "
               "schema_version SET version = 1 WHERE id = 1")
           .isOk());
   reopen();
@@ -83,6 +84,63 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
   ASSERT_TRUE(more.ok());
   EXPECT_EQ(store().getJob(more->at(0))->uid, 4242u);
   EXPECT_EQ(store().getJob(more->at(0))->hold, "");
+}
+
+// The alert engine's alerts and the GPU holds, on both backends: an alert fires, is
+// acknowledged once, resolves once, with its history; a hold is kept and cleared with an audit
+// event.
+TEST_P(DurabilityTest, AlertsAndGpuHoldsKeepTheirHistory) {
+  AlertRecord a;
+  a.rule = "gpu_too_hot";
+  a.fingerprint = "00ff00ff00ff00ff";
+  a.severity = "critical";
+  a.labels_json = R"({"Hostname":"gpu-01","gpu":"0"})";
+  a.summary = "GPU 0 of gpu-01 is at 92 C";
+  a.started = at(0);
+  auto id = store().fireAlert(a);
+  ASSERT_TRUE(id.ok()) << id.status().toString();
+  EXPECT_TRUE(store().ackAlert(*id, "root", at(1)).isOk());
+  EXPECT_EQ(store().ackAlert(*id, "root", at(2)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store().resolveAlert(*id, at(3), "clear").isOk());
+  EXPECT_EQ(store().resolveAlert(*id, at(4), "clear").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().resolveAlert(999, at(4), "").code(), StatusCode::kNotFound);
+  auto second = store().fireAlert(a);
+  ASSERT_TRUE(second.ok());
+  auto firing = store().listAlerts({"firing", 0, 10});
+  ASSERT_TRUE(firing.ok());
+  ASSERT_EQ(firing->size(), 1u);
+  EXPECT_EQ((*firing)[0].id, *second);
+  auto all = store().listAlerts({"", 0, 10});
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, *second);  // newest first
+  EXPECT_EQ(store().listAlerts({"", *second, 10})->size(), 1u);
+  auto got = store().getAlert(*id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, "resolved");
+  EXPECT_EQ(got->acked_by, "root");
+  ASSERT_TRUE(got->resolved.has_value());
+  auto events = store().alertEvents(*id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[0].event, "fired");
+  EXPECT_EQ((*events)[1].event, "acked");
+  EXPECT_EQ((*events)[2].event, "resolved");
+
+  ASSERT_TRUE(store().holdGpu({"GPU-1", "gpu-01", "XID 79", at(5)}).isOk());
+  ASSERT_TRUE(store().holdGpu({"GPU-1", "gpu-01", "again", at(6)}).isOk());  // kept as was
+  auto holds = store().listGpuHolds();
+  ASSERT_TRUE(holds.ok());
+  ASSERT_EQ(holds->size(), 1u);
+  EXPECT_EQ((*holds)[0].reason, "XID 79");
+  reopen();
+  EXPECT_EQ(store().listGpuHolds()->size(), 1u);
+  EXPECT_TRUE(store().clearGpuHold("GPU-1", "root", at(7)).isOk());
+  EXPECT_EQ(store().clearGpuHold("GPU-1", "root", at(8)).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store().listGpuHolds()->empty());
+  auto audit = store().auditEvents(0, 100);
+  ASSERT_TRUE(audit.ok());
+  ASSERT_FALSE(audit->empty());
+  EXPECT_EQ(audit->back().action, "gpu clear");
 }
 
 TEST_P(DurabilityTest, RefusesAStoreWrittenByANewerBinary) {
