@@ -592,8 +592,8 @@ Status AgentLink::onHealth(const SessionPtr& session, const protocol::Health& m)
   std::vector<HealthFinding> kept;
   for (const protocol::Finding& f : m.findings) {
     kept.push_back({f.check, f.severity, f.gpu_uuid, f.pid,
-                    static_cast<uint64_t>(std::max<int64_t>(0, f.used_mib)), f.unhealthy,
-                    f.message, f.action, ""});
+                    static_cast<uint64_t>(std::max<int64_t>(0, f.used_mib)), f.unhealthy, f.message,
+                    f.action, ""});
   }
   {
     // Kept for the alert engine (strays, memory left behind, lost GPUs) and for a GPU clear.
