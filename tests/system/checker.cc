@@ -234,7 +234,9 @@ CheckResult check(const std::vector<Submission>& submissions,
     double used = 0;
     double allowed = 0;
     for (const ControllerJob& j : jobs) {
-      if (j.state == "NODE_FAIL") comparable = false;
+      // The controller charges a lost node's attempt until it declares the node lost: it
+      // cannot know when a task there really stopped.
+      if (j.state == "NODE_FAIL" || j.requeues > 0) comparable = false;
       auto it = by_task.find({j.name, 0});
       if (it == by_task.end()) continue;
       for (const TaskRun* run : it->second) {

@@ -61,7 +61,8 @@ struct CheckOptions {
   std::vector<std::string> ignore_state_of;
   // The GPU-seconds the controller charged for these jobs (their user's row of /v1/usage);
   // unset: usage is not compared. Not compared either when a job ended NODE_FAIL (a
-  // keep-running task goes on uncharged, by design) or some were ignored.
+  // keep-running task goes on uncharged, by design), was requeued (its attempt on a lost node
+  // is charged until the node is declared lost) or some were ignored.
   std::optional<double> usage_gpu_s;
 };
 

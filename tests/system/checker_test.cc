@@ -210,6 +210,15 @@ TEST(CheckerTest, GpuTimeChargedMustBeWhatTheRunsUsed) {
   CheckResult node_fail = check({ack("d", 4)}, {d}, {run("d", 4, "h0", 0, 60, 0)}, restart);
   EXPECT_EQ(node_fail.usage_mismatch, 0);
   EXPECT_EQ(node_fail.usage_gpu_s, -1);
+  // Nor a requeued one's first attempt, charged until its node was declared lost.
+  ControllerJob e = job(5, "e", "COMPLETED", 20, 30, 0);
+  e.gpus = 1;
+  e.requeues = 1;
+  CheckResult requeued =
+      check({ack("e", 5)}, {e},
+            {run("e", 5, "h0", 0, 3, std::nullopt), run("e", 5, "h1", 20, 30, 0)}, restart);
+  EXPECT_EQ(requeued.usage_gpu_s, -1);
+  EXPECT_TRUE(requeued.ok()) << requeued.summary();
 }
 
 TEST(RecordsTest, ParsesARunAndIgnoresATornLastLine) {
