@@ -174,7 +174,10 @@ struct PoolOptions {
   std::vector<std::string> agent_keys;
   uint64_t store_disk_mib = 0;   // > 0: the store's folder is an ext4 image of this size
   uint64_t agent_tmpfs_mib = 0;  // > 0: every agent's state folder is a tmpfs of this size
-  int tick_ms = 100;             // the tasks' tick
+  // > 0 (root): the records and the agents' state folders on one tmpfs of at most this size,
+  // so that tens of thousands of task files go with one umount (the load scenario).
+  uint64_t scratch_tmpfs_mib = 0;
+  int tick_ms = 100;  // the tasks' tick
 };
 
 // One job a scenario submits.
@@ -300,6 +303,7 @@ class Pool {
   std::string user_;
   std::unique_ptr<TestNetwork> network_;
   std::unique_ptr<TestDisk> store_disk_;
+  std::unique_ptr<TestDisk> scratch_disk_;
   std::vector<std::unique_ptr<TestDisk>> agent_disks_;
   std::unique_ptr<Daemon> gpoold_;
   std::vector<std::unique_ptr<Daemon>> agents_;

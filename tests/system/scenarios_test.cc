@@ -72,6 +72,7 @@ TEST_F(SystemTest, LoadOf200AgentsAnd50000JobsFrom100Clients) {
   options.schedule_interval_s = 2;
   options.tick_ms = 1000;
   options.log_level = "warn";
+  options.scratch_tmpfs_mib = 8192;
   ASSERT_NO_FATAL_FAILURE(startPool(options));
   figures_.values["agents"] = pool_->agents();
   const auto begin = std::chrono::steady_clock::now();

@@ -245,6 +245,12 @@ std::string cell(const json& row, const char* key, int decimals = -1) {
     return buf;
   }
   if (v.is_string()) return v.get<std::string>();
+  if (v.is_object()) {  // {"COMPLETED": 49976, "NODE_FAIL": 24}
+    std::string out;
+    for (const auto& [state, count] : v.items())
+      out += (out.empty() ? "" : ", ") + state + " " + count.dump();
+    return out.empty() ? "-" : out;
+  }
   return v.dump();
 }
 
