@@ -54,14 +54,23 @@ export async function api(method, path, body) {
 }
 
 // Live updates: opens /v1/watch (the token as `access_token`, since a browser's WebSocket cannot
-// send an Authorization header) and calls onMessage(topic, data) for each update. When the socket
-// closes it calls onState(false), falls back to onPoll() every pollMs, and tries the socket again
-// with a growing delay. Returns a function that stops everything.
-export function watch({ onMessage, onState, onPoll, pollMs = 5000 }) {
+// send an Authorization header) and calls onMessage(topic, data) for each update.
+//
+// onState(state, detail) tells the truth about the socket, for the page's live indicator:
+//   'connecting'  a socket is being opened (detail: the attempt number, 1 for the first);
+//   'live'        gpoold confirmed the subscription ({"subscribed": ...}): updates flow;
+//   'down'        the socket closed or could not open (detail: seconds until the next try);
+//                 onPoll() then runs every pollMs until the socket is live again.
+// A socket that opens but never confirms its subscription is not called live. Each time the
+// socket becomes live onPoll() runs once, to catch up with what changed while it was down.
+// Returns a function that stops everything.
+export function watch({ onMessage, onState, onPoll, pollMs = 5000,
+                        topics = 'alerts,jobs,nodes,summary' }) {
   let socket = null;
   let pollTimer = null;
   let retryTimer = null;
   let retryMs = 1000;
+  let attempt = 0;
   let stopped = false;
 
   const startPolling = () => {
@@ -74,36 +83,55 @@ export function watch({ onMessage, onState, onPoll, pollMs = 5000 }) {
 
   const connect = () => {
     if (stopped) return;
+    attempt += 1;
+    onState('connecting', attempt);
     const scheme = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const url = scheme + '//' + window.location.host + '/v1/watch?topics=jobs,nodes,summary' +
+    const url = scheme + '//' + window.location.host + '/v1/watch?topics=' + topics +
                 '&access_token=' + encodeURIComponent(getToken() || '');
-    socket = new WebSocket(url);
-    socket.onopen = () => {
-      retryMs = 1000;
-      stopPolling();
-      onState(true);
-      onPoll();  // catch up with whatever changed while the socket was down
-    };
+    let live = false;
+    try {
+      socket = new WebSocket(url);
+    } catch (e) {
+      socket = null;
+      retry();
+      return;
+    }
     socket.onmessage = (event) => {
       let msg;
       try { msg = JSON.parse(event.data); } catch (e) { return; }
-      if (msg.topic) onMessage(msg.topic, msg.data);
+      if (msg.topic) {
+        onMessage(msg.topic, msg.data);
+      } else if (msg.subscribed && !live) {
+        live = true;
+        retryMs = 1000;
+        attempt = 0;
+        stopPolling();
+        onState('live');
+        onPoll();  // catch up with whatever changed while the socket was down
+      }
     };
     socket.onclose = () => {
       socket = null;
-      onState(false);
-      startPolling();
-      if (!stopped) {
-        retryTimer = setTimeout(connect, retryMs);
-        retryMs = Math.min(retryMs * 2, 30000);
-      }
+      retry();
     };
   };
+
+  const retry = () => {
+    if (stopped) return;
+    startPolling();
+    onState('down', Math.round(retryMs / 1000));
+    retryTimer = setTimeout(connect, retryMs);
+    retryMs = Math.min(retryMs * 2, 30000);
+  };
+
   connect();
   return () => {
     stopped = true;
     stopPolling();
     clearTimeout(retryTimer);
-    if (socket) socket.close();
+    if (socket) {
+      socket.onclose = null;
+      socket.close();
+    }
   };
 }

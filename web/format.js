@@ -48,3 +48,20 @@ export function el(tag, attrs = {}, ...children) {
   }
   return node;
 }
+
+// Microseconds since the epoch as a local date and time ("2026-12-07 14:03:22"); '' for none.
+export function dateTime(us) {
+  if (!us) return '';
+  const d = new Date(us / 1000);
+  const p = (n) => String(n).padStart(2, '0');
+  return d.getFullYear() + '-' + p(d.getMonth() + 1) + '-' + p(d.getDate()) + ' ' +
+         p(d.getHours()) + ':' + p(d.getMinutes()) + ':' + p(d.getSeconds());
+}
+
+// How long ago a time in microseconds was, as [days-]hh:mm:ss.
+export function ago(us) {
+  return us ? duration((Date.now() * 1000 - us) / 1e6) + ' ago' : '';
+}
+
+// A number with thousands separators: 1000 -> "1,000".
+export function count(n) { return Number(n).toLocaleString('en-US'); }

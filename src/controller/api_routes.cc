@@ -137,6 +137,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   ctx.group_usage = options.group_usage;
   ctx.usage_half_life_s = options.usage_half_life_s;
   ctx.telemetry = options.telemetry;
+  ctx.pool_history = options.pool_history;
   ctx.metrics = options.metrics;
   ctx.metrics_users = options.metrics_users;
   ctx.alerts = options.alerts;

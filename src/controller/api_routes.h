@@ -11,6 +11,7 @@
 #include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
+#include "controller/pool_history.h"
 #include "controller/telemetry_history.h"
 #include "net/http.h"
 #include "net/router.h"
@@ -69,6 +70,9 @@ struct ApiRouteOptions {
   // The agents' telemetry (latest readings in /v1/gpus, the history routes); null: none. Must
   // outlive the server.
   TelemetryHistory* telemetry = nullptr;
+  // The pool's allocated/used history (GET /v1/pool/history); null: the route answers with no
+  // points. Must outlive the server.
+  const PoolHistory* pool_history = nullptr;
   // GET /metrics (Prometheus): admins and `metrics_users` read it; null: the route answers 503.
   // Must outlive the server.
   const MetricsExporter* metrics = nullptr;

@@ -36,6 +36,7 @@
 #include "controller/live_feed.h"
 #include "controller/metrics.h"
 #include "controller/node_registry.h"
+#include "controller/pool_history.h"
 #include "controller/scheduling_loop.h"
 #include "controller/web_routes.h"
 #include "controller/webhooks.h"
@@ -135,6 +136,9 @@ int run(const std::string& config_path, bool once) {
   gateway.attachTelemetry(telemetry);
   metrics.setTelemetry(&telemetry);
   metrics.setAgentCount([&gateway] { return gateway.connectedCount(); });
+  // The dashboard's story of the pool: allocated against used, sampled every 10 s.
+  PoolHistory pool_history(telemetry, clock);
+  pool_history.start();
   for (Status s : {registry.load(), loop.recover()}) {
     if (!s.isOk()) {
       spdlog::error("cannot rebuild the controller's state: {}", s.toString());
@@ -198,6 +202,7 @@ int run(const std::string& config_path, bool once) {
     api_options.group_usage = [&loop](const std::string& group) { return loop.groupUsage(group); };
     api_options.usage_half_life_s = settings->usage_half_life_s;
     api_options.telemetry = &telemetry;
+    api_options.pool_history = &pool_history;
     api_options.metrics = &metrics;
     api_options.metrics_users = settings->metrics_users;
     api_options.alerts = &alerts;

@@ -15,6 +15,7 @@
 #include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "controller/permissions.h"
+#include "controller/pool_history.h"
 #include "controller/telemetry_history.h"
 #include "net/http.h"
 #include "net/router.h"
@@ -40,6 +41,7 @@ struct Context {
   std::function<double(const std::string&)> group_usage;  // may be empty
   int64_t usage_half_life_s = 0;
   TelemetryHistory* telemetry = nullptr;                // null: no telemetry (empty histories)
+  const PoolHistory* pool_history = nullptr;            // null: GET /v1/pool/history is empty
   const MetricsExporter* metrics = nullptr;             // null: GET /metrics answers 503
   std::vector<std::string> metrics_users;               // may read /metrics besides admins
   AlertEngine* alerts = nullptr;                        // null: acks answer 503

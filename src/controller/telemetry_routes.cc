@@ -1,4 +1,5 @@
-// Telemetry history: GET /v1/gpus/{uuid}/telemetry and GET /v1/jobs/{id}/telemetry.
+// Telemetry history: GET /v1/gpus/{uuid}/telemetry, GET /v1/jobs/{id}/telemetry and the pool's
+// allocated/used history GET /v1/pool/history.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -98,6 +99,70 @@ store::TelemetryResolution storedResolution(Resolution r) {
                                 : store::TelemetryResolution::kHourly;
 }
 
+json poolPointJson(const PoolPoint& p, bool totals) {
+  json j{{"time_us", int64_t{p.at_s} * 1'000'000},
+         {"gpus_allocated", p.use.gpus_allocated},
+         {"gpus_used", p.use.gpus_used},
+         {"memory_allocated_mib", p.use.memory_allocated_mib},
+         {"memory_used_mib", p.use.memory_used_mib},
+         {"samples", p.samples}};
+  if (totals) {
+    j["gpus"] = p.use.gpus;
+    j["memory_mib"] = p.use.memory_mib;
+  }
+  return j;
+}
+
+json poolPointsJson(const std::vector<PoolPoint>& points, bool totals) {
+  json out = json::array();
+  for (const PoolPoint& p : points)
+    out.push_back(poolPointJson(p, totals));
+  return out;
+}
+
+// GET /v1/pool/history?range=hour|day|week&by=user|group: the pool's totals for everyone (as
+// /v1/summary), the series of the users or groups the caller may see (maySeeUser/maySeeGroup,
+// as GET /v1/usage).
+Status addPoolHistoryRoute(net::Router& router, const Context& ctx) {
+  return router.add(
+      net::Method::kGet, "/v1/pool/history",
+      authed(
+          ctx, {"range", "by"},
+          [ctx](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+            std::string range_name = req.queryParam("range").value_or("hour");
+            PoolRange range = PoolRange::kHour;
+            if (range_name == "day") {
+              range = PoolRange::kDay;
+            } else if (range_name == "week") {
+              range = PoolRange::kWeek;
+            } else if (range_name != "hour") {
+              return Status::invalidArgument("range: '" + range_name +
+                                             "' is not one of hour, day, week");
+            }
+            std::string by = req.queryParam("by").value_or("user");
+            if (by != "user" && by != "group") {
+              return Status::invalidArgument("by: '" + by + "' is not one of user, group");
+            }
+            TimePoint now = ctx.clock->now();
+            PoolHistoryAnswer a = ctx.pool_history != nullptr ? ctx.pool_history->query(range, now)
+                                                              : PoolHistory::empty(range, now);
+            json series = json::array();
+            for (const PoolSeries& s : by == "user" ? a.users : a.groups) {
+              bool visible = by == "user" ? maySeeUser(caller, s.key) : maySeeGroup(caller, s.key);
+              if (!visible) continue;
+              series.push_back(json{{"key", s.key}, {"points", poolPointsJson(s.points, false)}});
+            }
+            return jsonResponse(
+                200, json{{"range", range_name},
+                          {"resolution", a.resolution},
+                          {"since_us", toUnixMicros(a.since)},
+                          {"simulated", a.simulated},
+                          {"pool", json{{"points", poolPointsJson(a.pool.points, true)}}},
+                          {"by", by},
+                          {"series", std::move(series)}});
+          }));
+}
+
 }  // namespace
 
 Status addTelemetryRoutes(net::Router& router, const Context& ctx) {
@@ -146,6 +211,8 @@ Status addTelemetryRoutes(net::Router& router, const Context& ctx) {
                                              {"since_us", toUnixMicros(q.since)},
                                              {"points", std::move(points)}});
              }));
+  if (!added.isOk()) return added;
+  added = addPoolHistoryRoute(router, ctx);
   if (!added.isOk()) return added;
 
   return router.add(

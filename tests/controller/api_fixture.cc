@@ -40,6 +40,9 @@ void ApiTest::SetUp() {
   ApiRouteOptions options;
   options.clock = &clock_;
   options.metrics = metrics_.get();
+  telemetry_ = std::make_unique<TelemetryHistory>();
+  pool_history_ = std::make_unique<PoolHistory>(*telemetry_, clock_);
+  options.pool_history = pool_history_.get();
   store::Store* store = store_.get();
   options.caller_for = [store](const net::Request& req) -> Result<Caller> {
     auto name = req.header("x-test-user");

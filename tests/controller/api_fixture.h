@@ -13,6 +13,8 @@
 #include "controller/job_service.h"
 #include "controller/metrics.h"
 #include "controller/node_registry.h"
+#include "controller/pool_history.h"
+#include "controller/telemetry_history.h"
 #include "net/client.h"
 #include "net/server.h"
 #include "store/sqlite_store.h"
@@ -53,6 +55,9 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<NodeRegistry> registry_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<MetricsExporter> metrics_;  // GET /metrics (no telemetry source)
+  // GET /v1/pool/history reads pool_history_ (not sampling by itself: tests add samples).
+  std::unique_ptr<TelemetryHistory> telemetry_;
+  std::unique_ptr<PoolHistory> pool_history_;
   net::Router router_;  // the routes, kept for inspection (the server gets a copy)
   std::unique_ptr<net::Server> server_;
   std::unique_ptr<net::HttpClient> client_;

@@ -633,6 +633,7 @@ TEST_F(ApiTest, PermissionMatrix) {
       {Method::kGet, "/v1/gpus", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/summary", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/usage", "", 200, 200, 200, 200},
+      {Method::kGet, "/v1/pool/history", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/account", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/users", "", 200, 200, 200, 200},
       {Method::kGet, "/v1/users/alice", "", 200, 403, 200, 200},
@@ -676,6 +677,55 @@ TEST_F(ApiTest, PermissionMatrix) {
                                 << ": " << r.body;
     }
   }
+}
+
+// GET /v1/pool/history: the pool's totals for everyone, the series of the users and groups the
+// caller may see (as /v1/usage), and bad ranges named.
+TEST_F(ApiTest, PoolHistoryShowsThePoolToAllAndSeriesToWhoMaySeeThem) {
+  PoolSample s;
+  s.pool.gpus = 6;
+  s.pool.gpus_allocated = 2.5f;
+  s.pool.gpus_used = 1;
+  s.pool.memory_mib = 6 * 81920;
+  s.users["alice"].gpus_allocated = 2;
+  s.users["bob"].gpus_allocated = 0.5f;
+  s.groups["ml"].gpus_allocated = 2;
+  s.groups["vision"].gpus_allocated = 0.5f;
+  s.simulated = true;
+  pool_history_->add(clock_.now(), s);
+
+  auto keys = [&](const std::string& user, const std::string& by) {
+    json h = body(get(user, "/v1/pool/history?by=" + by));
+    std::vector<std::string> out;
+    for (const json& series : h["series"])
+      out.push_back(series["key"].get<std::string>());
+    return out;
+  };
+  json root = body(get("root", "/v1/pool/history?range=hour"));
+  EXPECT_EQ(root["resolution"], "1m");
+  EXPECT_EQ(root["simulated"], true);
+  ASSERT_EQ(root["pool"]["points"].size(), 1u);
+  EXPECT_EQ(root["pool"]["points"][0]["gpus"], 6.0);
+  EXPECT_EQ(root["pool"]["points"][0]["gpus_allocated"], 2.5);
+  EXPECT_EQ(keys("root", "user"), (std::vector<std::string>{"alice", "bob"}));
+  EXPECT_EQ(keys("alice", "user"), (std::vector<std::string>{"alice"}));
+  // A plain user sees no group's series (as in /v1/usage); a group admin sees their groups.
+  EXPECT_EQ(keys("bob", "group"), (std::vector<std::string>{}));
+  EXPECT_EQ(keys("carol", "group"), (std::vector<std::string>{"ml"}));
+  // The pool itself is everyone's, as the summary is.
+  EXPECT_EQ(body(get("bob", "/v1/pool/history"))["pool"]["points"].size(), 1u);
+  EXPECT_EQ(body(get("root", "/v1/pool/history?range=week"))["resolution"], "1h");
+  EXPECT_EQ(body(get("root", "/v1/pool/history?range=day"))["resolution"], "5m");
+
+  auto bad = get("root", "/v1/pool/history?range=month");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("range: 'month' is not one of hour, day, week"), std::string::npos)
+      << bad.body;
+  bad = get("root", "/v1/pool/history?by=node");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("by: 'node'"), std::string::npos) << bad.body;
+  EXPECT_EQ(get("root", "/v1/pool/history?since=1h").status, 400);
+  EXPECT_EQ(get("", "/v1/pool/history").status, 401);
 }
 
 }  // namespace

@@ -78,7 +78,9 @@ class WebDriver {
              {{"binary", chromium},
               {"args",
                {"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,1000", "--user-data-dir=" + dir + "/profile"}}}}}}}}};
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
+                "--user-data-dir=" + dir + "/profile"}}}}}}}}};
     json value = call("POST", "/session", caps);
     if (value.is_object() && value.contains("sessionId")) {
       session_ = value["sessionId"].get<std::string>();
@@ -117,6 +119,23 @@ class WebDriver {
     return error_.empty();
   }
 
+  // Saves a PNG of the window to `path`; false (lastError() says why) when it could not.
+  bool screenshot(const std::string& path) {
+    json v = session("GET", "/screenshot", nullptr);
+    if (!v.is_string()) return false;
+    std::string png = decodeBase64(v.get<std::string>());
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(png.data(), static_cast<std::streamsize>(png.size()));
+    if (!out) error_ = "cannot write " + path;
+    return static_cast<bool>(out);
+  }
+
+  // Resizes the window (CSS pixels), e.g. to capture a whole page.
+  bool resize(int width, int height) {
+    session("POST", "/window/rect", {{"width", width}, {"height", height}});
+    return error_.empty();
+  }
+
   bool type(const std::string& element, const std::string& text) {
     session("POST", "/element/" + element + "/value", {{"text", text}});
     return error_.empty();
@@ -148,6 +167,28 @@ class WebDriver {
       return nullptr;
     }
     return value;
+  }
+
+  static std::string decodeBase64(const std::string& in) {
+    std::string out;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (char c : in) {
+      int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+              : c >= 'a' && c <= 'z' ? c - 'a' + 26
+              : c >= '0' && c <= '9' ? c - '0' + 52
+              : c == '+'             ? 62
+              : c == '/'             ? 63
+                                     : -1;
+      if (v < 0) continue;  // '=' padding and line breaks
+      acc = (acc << 6) | static_cast<uint32_t>(v);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out.push_back(static_cast<char>((acc >> bits) & 0xff));
+      }
+    }
+    return out;
   }
 
   pid_t pid_ = -1;
