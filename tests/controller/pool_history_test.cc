@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpool::controller::pool_history_test {
@@ -214,6 +216,37 @@ TEST(PoolHistoryTest, SamplesTheTelemetryOnItsClock) {
   EXPECT_FLOAT_EQ(a.pool.points[1].use.gpus, 0);
   ASSERT_EQ(a.users.size(), 1u);
   EXPECT_EQ(a.users[0].key, "alice");
+}
+
+TEST(PoolHistoryTest, ItsThreadSamplesUntilStopped) {
+  TelemetryHistory telemetry;
+  RealClock clock;
+  PoolHistoryOptions o;
+  o.sample_every = std::chrono::milliseconds(5);
+  PoolHistory h(telemetry, clock, o);
+  h.start();
+  h.start();  // idempotent
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  uint32_t samples = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    PoolHistoryAnswer a = h.query(PoolRange::kHour, clock.now());
+    samples = 0;
+    for (const PoolPoint& p : a.pool.points)
+      samples += p.samples;
+    if (samples >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(samples, 3u);
+  h.stop();
+  h.stop();
+  uint32_t after = 0;
+  for (const PoolPoint& p : h.query(PoolRange::kHour, clock.now()).pool.points)
+    after += p.samples;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  uint32_t later = 0;
+  for (const PoolPoint& p : h.query(PoolRange::kHour, clock.now()).pool.points)
+    later += p.samples;
+  EXPECT_EQ(after, later);  // nothing samples once stopped
 }
 
 }  // namespace

@@ -107,6 +107,12 @@ class WebDriver {
     return session("POST", "/execute/sync", {{"script", script}, {"args", std::move(args)}});
   }
 
+  // Runs `script` asynchronously: its last argument is a callback whose argument is the result
+  // (WebDriver's execute/async; the session's script timeout, 30 s by default, applies).
+  json executeAsync(const std::string& script, json args = json::array()) {
+    return session("POST", "/execute/async", {{"script", script}, {"args", std::move(args)}});
+  }
+
   // The element id of the first match of a CSS selector; empty if none.
   std::string find(const std::string& css) {
     json v = session("POST", "/element", {{"using", "css selector"}, {"value", css}});
