@@ -199,6 +199,11 @@ Status Agent::start() {
   if (options_.node_name.empty()) return Status::invalidArgument("node_name: must not be empty");
   if (options_.state_dir.empty()) return Status::invalidArgument("state_dir: must not be empty");
   GPOOL_RETURN_IF_ERROR(makeDirs(options_.state_dir, 0700));
+  if (options_.lease_file.empty()) options_.lease_file = options_.state_dir + "/lease";
+  // Before any task: a restarted agent keeps the lease its predecessor granted, so the
+  // supervisors of running tasks go on enforcing it until this agent renews it.
+  GPOOL_ASSIGN_OR_RETURN(LeaseFile lease_file, LeaseFile::create(options_.lease_file));
+  lease_file_ = std::move(lease_file);
   GPOOL_ASSIGN_OR_RETURN(inventory_, backend_.inventory());
   for (const gpu::GpuInfo& g : inventory_.gpus)
     initial_uuids_.push_back(g.uuid);
@@ -273,6 +278,8 @@ protocol::TaskReport Agent::taskReport(const Tracked& t) const {
 json Agent::helloMessage() {
   seq_out_ = 0;
   last_seq_in_ = 0;
+  hello_sent_ = clock_.monotonic();
+  heartbeats_sent_.clear();
   // Level-triggered: a new connection gets telemetry and the health findings again at the next
   // tick (the controller starts every GPU of a (re)registered node healthy).
   last_telemetry_.reset();
@@ -373,6 +380,9 @@ Status Agent::onWelcome(const protocol::Welcome& m) {
     options_.lease = Micros(m.lease->duration_s * 1'000'000);
     fence_ = std::make_unique<Fence>(clock_, options_.lease);
   }
+  if (m.lease && m.lease->fence_grace_s) {
+    options_.fence_grace = Micros(*m.lease->fence_grace_s * 1'000'000);
+  }
   if (m.config) {
     if (m.config->heartbeat_interval_s)
       options_.heartbeat_interval = Micros(*m.config->heartbeat_interval_s * 1'000'000);
@@ -380,18 +390,35 @@ Status Agent::onWelcome(const protocol::Welcome& m) {
       options_.telemetry_interval = Micros(*m.config->telemetry_interval_s * 1'000'000);
     if (m.config->stray_policy) options_.kill_strays = *m.config->stray_policy == "kill";
   }
-  fence_->recordContact();
+  // The welcome answers this connection's hello: the lease runs from when that left.
+  fence_->recordContact(hello_sent_);
   fenced_ = false;
+  publishLease();
   return Status::ok();
 }
 
 Status Agent::onLease(const protocol::Lease& m) {
   GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(m.node_epoch));
-  // The lease runs on our own monotonic clock (skew cannot extend it); valid_until is the
-  // controller's view, informational here.
-  fence_->recordContact();
+  // The lease runs on our own monotonic clock from when the renewed heartbeat left (skew cannot
+  // extend it, nor can a delayed answer); valid_until is the controller's view, informational.
+  auto sent = heartbeats_sent_.find(m.renews);
+  if (sent == heartbeats_sent_.end()) {
+    return Status::invalidArgument("renews: heartbeat " + std::to_string(m.renews) +
+                                   " was not sent on this connection, or was answered already");
+  }
+  fence_->recordContact(sent->second);
+  heartbeats_sent_.erase(heartbeats_sent_.begin(), std::next(sent));
   fenced_ = false;
+  publishLease();
   return Status::ok();
+}
+
+void Agent::publishLease() {
+  if (!lease_file_) return;
+  LeaseFile::Terms terms;
+  terms.expires_boot_us = bootTimeMicros() + fence_->remaining().count();
+  terms.fence_grace_ms = options_.fence_grace.count() / 1000;
+  lease_file_->renew(terms);
 }
 
 Status Agent::onDesiredState(protocol::DesiredState m, int64_t seq) {
@@ -570,6 +597,9 @@ void Agent::startTask(TaskEntry entry) {
     if (Result<uint64_t> mib = parseMemoryMiB(it->second); mib.ok()) t.sim_memory_mib = *mib;
   }
   if (t.sim_memory_mib == 0 && launch.slice) t.sim_memory_mib = launch.slice->memory_mib * 7 / 10;
+  // The supervisor enforces the lease itself for the tasks it fences: they stop even if this
+  // agent dies or stops, before the controller may run them elsewhere.
+  if (entry.requeueable || options_.fence_all_tasks) launch.lease_file = options_.lease_file;
   for (const std::string& uuid : entry.launch.gpus) {
     const gpu::GpuInfo* g = inventory_.findGpu(uuid);
     if (g == nullptr) return fail(Status::invalidArgument("gpus: no GPU " + uuid + " here"));
@@ -667,10 +697,13 @@ void Agent::fenceTasks() {
   if (!fence_->expired()) return;
   std::vector<Fence::RunningTask> running;
   for (const auto& [name, t] : tasks_) {
-    if (!isTerminal(t.info.status.state) && !t.stopping) running.push_back({name, t.requeueable});
+    if (!isTerminal(t.info.status.state) && !t.stopping) {
+      running.push_back({name, t.requeueable || options_.fence_all_tasks});
+    }
   }
-  for (const std::string& name : fence_->tasksToStop(running))
-    stopTask(tasks_.at(name), StopReason::kFence, "fenced", std::nullopt);
+  for (const std::string& name : fence_->tasksToStop(running)) {
+    stopTask(tasks_.at(name), StopReason::kFence, "fenced", options_.fence_grace.count() / 1000);
+  }
   fenced_ = true;
 }
 
@@ -833,6 +866,10 @@ void Agent::tick() {
   writeJobMapping();
   if (!last_heartbeat_ || mono - *last_heartbeat_ >= options_.heartbeat_interval) {
     last_heartbeat_ = mono;
+    // Its seq is the next one; the `lease` that answers it names it (`renews`).
+    heartbeats_sent_[seq_out_ + 1] = mono;
+    while (heartbeats_sent_.size() > 64)
+      heartbeats_sent_.erase(heartbeats_sent_.begin());  // never answered: lost
     send(protocol::Heartbeat{toUnixMicros(now), fence_->mayStartWork()});
   }
   if (!last_telemetry_ || mono - *last_telemetry_ >= options_.telemetry_interval) {

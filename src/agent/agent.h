@@ -12,6 +12,7 @@
 
 #include "agent/fence.h"
 #include "agent/launcher.h"
+#include "agent/lease_file.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "gpu/gpu_backend.h"
@@ -41,6 +42,16 @@ struct AgentOptions {
   // The ShellServer's socket (`gpool shell`), reported with every task; empty: none.
   std::string shell_socket;
   Micros lease{60'000'000};
+  // The node's lease file (lease_file.h) that the supervisors of fenced tasks watch; empty:
+  // `<state_dir>/lease`. Renewed on every contact with the controller.
+  std::string lease_file;
+  // Between SIGTERM at the lease's end and SIGKILL, for fenced tasks; `welcome` may override
+  // it (lease.fence_grace_s), since the controller counts it in before requeueing elsewhere.
+  Micros fence_grace{5'000'000};
+  // Which tasks the lease fences (the agent and, without it, each task's supervisor): the
+  // requeueable ones (false), or every task (true). A task that is not fenced keeps running
+  // when the node is cut off; the controller then never starts it elsewhere (NODE_FAIL).
+  bool fence_all_tasks = false;
   Micros heartbeat_interval{5'000'000};
   Micros telemetry_interval{10'000'000};
   // How long a process must stay unowned on a GPU before the kill policy acts on it.
@@ -150,6 +161,8 @@ class Agent {
   void simulateTenants(gpu::TelemetrySample& sample);
   // Rewrites the HPC job mapping files that changed (hpc_job_mapping_dir).
   void writeJobMapping();
+  // Writes the lease as the fence now counts it into the lease file, for the supervisors.
+  void publishLease();
   void sampleAndCheck(TimePoint now);
 
   Status writeAssignment(const Tracked& t) const;
@@ -161,6 +174,11 @@ class Agent {
   Launcher& launcher_;
   const Clock& clock_;
   std::unique_ptr<Fence> fence_;
+  std::optional<LeaseFile> lease_file_;  // open from start()
+  // When this connection's hello left, and each heartbeat not answered yet (by seq): a renewal
+  // counts from when the message it answers was sent (monotonic).
+  Micros hello_sent_{0};
+  std::map<int64_t, Micros> heartbeats_sent_;
   gpu::StrayTracker strays_;
 
   gpu::Inventory inventory_;

@@ -54,6 +54,11 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
   s.cpu_millis = a.getCpuMillis("cpus", 0);
   s.ram_mib = a.getMemoryMiB("ram", 0);
   s.labels = a.getStringMap("labels");
+  std::string fence = a.getString("fence_tasks", "requeueable");
+  if (fence != "requeueable" && fence != "all") {
+    a.fail("fence_tasks", "must be \"requeueable\" or \"all\", not '" + fence + "'");
+  }
+  s.fence_all_tasks = fence == "all";
 
   if (!s.controller.empty() && !s.unix_socket.empty()) {
     a.fail("unix_socket", "give agent.controller (TLS) or agent.unix_socket, not both");

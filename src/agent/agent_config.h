@@ -36,6 +36,9 @@ struct AgentSettings {
   uint64_t cpu_millis = 0;                    // 0: the online CPUs
   uint64_t ram_mib = 0;                       // 0: the physical memory
   std::map<std::string, std::string> labels;  // [agent.labels], shown and matched by jobs
+  // fence_tasks: which tasks stop when the node's lease ends without renewal: "requeueable"
+  // (false: the others keep running, NODE_FAIL) or "all" (true).
+  bool fence_all_tasks = false;
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

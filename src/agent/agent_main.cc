@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   app.add_option("--ram", ram, "memory this node offers to jobs, e.g. 480G (default: physical)");
   CLI11_PARSE(app, argc, argv);
   std::map<std::string, std::string> labels;
+  bool fence_all_tasks = false;
   if (!config_path.empty()) {
     Result<agent::AgentSettings> file = agent::readAgentSettings(config_path);
     if (!file.ok()) {
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
     if (app.count("--cpus") == 0 && file->cpu_millis != 0) cpus = formatCpuMillis(file->cpu_millis);
     if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
     labels = file->labels;
+    fence_all_tasks = file->fence_all_tasks;
   }
   if (node_name.empty()) {
     std::fprintf(stderr, "gpool-agent: give this node's name: --node NAME or agent.node\n");
@@ -174,6 +176,9 @@ int main(int argc, char** argv) {
     options.ram_mib = *mib;
   }
   options.state_dir = state_dir + "/assignments";
+  // The supervisors of fenced tasks watch it (docs/agent-protocol.md, "Leases and fencing").
+  options.lease_file = state_dir + "/lease";
+  options.fence_all_tasks = fence_all_tasks;
   options.vgpu_dir = vgpu_dir;
   options.interposer_path = interposer;
   options.hpc_job_mapping_dir = hpc_job_mapping_dir;

@@ -5,8 +5,8 @@ namespace gpool::agent {
 Fence::Fence(const Clock& clock, Micros lease)
     : clock_(clock), lease_(lease), last_contact_(clock.monotonic()) {}
 
-void Fence::recordContact() {
-  last_contact_ = clock_.monotonic();
+void Fence::recordContact(Micros sent_at) {
+  if (!contacted_ || sent_at > last_contact_) last_contact_ = sent_at;
   contacted_ = true;
 }
 

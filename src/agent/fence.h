@@ -21,8 +21,12 @@ class Fence {
  public:
   Fence(const Clock& clock, Micros lease);
 
-  // The controller answered (any authenticated message counts).
-  void recordContact();
+  // The controller renewed the lease in answer to a message this agent sent at `sent_at` (its
+  // monotonic reading when the `hello` or `heartbeat` left): the lease runs from then, not
+  // from the answer's arrival, so an answer delayed in transit (or read by an agent that was
+  // stopped) never extends the lease past what the controller granted. An answer to an older
+  // message than one already counted changes nothing.
+  void recordContact(Micros sent_at);
 
   // True while the lease holds: contact happened and less than `lease` has passed since.
   bool mayStartWork() const;

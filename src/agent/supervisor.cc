@@ -19,6 +19,7 @@
 #include <cstring>
 #include <optional>
 
+#include "agent/lease_file.h"
 #include "agent/sys_util.h"
 #include "agent/task_environment.h"
 #include "agent/task_launch.h"
@@ -66,6 +67,9 @@ class Supervisor {
   void finish();
   void stop(StopReason reason, int64_t grace_ms, std::string detail);
   void readControl();
+  // Fences the task once the node's lease (as the agent last renewed it) has ended; returns
+  // how long until it ends (nullopt: no lease to watch, or already fenced).
+  std::optional<Micros> checkLease();
   Status writeStatus(bool durable);
   void reportReady(const std::string& line);
   void failStart(const Status& st);
@@ -80,6 +84,8 @@ class Supervisor {
   SupervisorOptions options_;
   UnixUser user_;
   std::optional<TaskCgroup> cgroup_;
+  std::optional<LeaseFile> lease_;  // the node's lease, for a task that must not outlive it
+  bool fenced_ = false;
   TaskStatus status_;
   int signal_fd_ = -1;
   Micros started_mono_{0};
@@ -124,6 +130,16 @@ Status Supervisor::setUp() {
   auto opts_text = readFile(dir_ + "/options.json");
   if (opts_text.ok()) {
     GPOOL_ASSIGN_OR_RETURN(options_, supervisorOptionsFromJson(*opts_text));
+  }
+  if (!launch_.lease_file.empty()) {
+    // A task fenced by the lease must never run without it.
+    Result<LeaseFile> lease = LeaseFile::open(launch_.lease_file);
+    if (!lease.ok()) {
+      return Status::failedPrecondition("cannot watch the node's lease (" +
+                                        lease.status().message() +
+                                        "): the task would not be fenced, so it does not start");
+    }
+    lease_ = std::move(*lease);
   }
   GPOOL_ASSIGN_OR_RETURN(std::string user_text, readFile(dir_ + "/user.json"));
   GPOOL_ASSIGN_OR_RETURN(user_, unixUserFromJson(user_text));
@@ -301,8 +317,22 @@ void Supervisor::readControl() {
   }
 }
 
+std::optional<Micros> Supervisor::checkLease() {
+  if (!lease_ || fenced_) return std::nullopt;
+  LeaseFile::Terms terms = lease_->read();
+  int64_t left_us = terms.expires_boot_us - bootTimeMicros();
+  if (left_us > 0) return Micros(left_us);
+  // The controller may already run this job elsewhere: stop now, whatever the agent does.
+  fenced_ = true;
+  stop(StopReason::kFence, terms.fence_grace_ms,
+       "fenced: the node's lease ended " + std::to_string(-left_us / 1000) +
+           " ms ago without renewal (agent gone or cut off from the controller)");
+  return std::nullopt;
+}
+
 void Supervisor::loop() {
   while (!exited_) {
+    std::optional<Micros> lease_left = checkLease();
     Micros now = clock_.monotonic();
     if (time_limit_at_ && now >= *time_limit_at_ && !timed_out_ && !stop_reason_) {
       timed_out_ = true;
@@ -319,9 +349,14 @@ void Supervisor::loop() {
       if (cgroup_) cgroup_->signalAll(SIGKILL);
     }
     int timeout_ms = -1;
-    for (const auto& at : {time_limit_at_, killed_ ? std::optional<Micros>() : kill_at_}) {
+    // The lease is read again at its end and at least every second (a restarted agent may
+    // have written a shorter one).
+    std::optional<Micros> lease_at;
+    if (lease_left) lease_at = now + std::min<Micros>(*lease_left, std::chrono::seconds(1));
+    for (const auto& at :
+         {time_limit_at_, killed_ ? std::optional<Micros>() : kill_at_, lease_at}) {
       if (!at) continue;
-      int64_t ms = (*at - now).count() / 1000 + 1;
+      int64_t ms = std::min<int64_t>((*at - now).count() / 1000 + 1, 3'600'000);
       timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min<int>(timeout_ms, ms);
     }
     pollfd pfd{signal_fd_, POLLIN, 0};

@@ -94,6 +94,7 @@ std::string toJson(const TaskLaunch& l) {
         {"node_rank", l.rendezvous.node_rank}}},
       {"time_limit_ms", l.time_limit_ms},
       {"grace_ms", l.grace_ms},
+      {"lease_file", l.lease_file},
       {"stdout_path", l.stdout_path},
       {"stderr_path", l.stderr_path},
   };
@@ -142,6 +143,7 @@ Result<TaskLaunch> taskLaunchFromJson(std::string_view text) {
     }
     l.time_limit_ms = j.value("time_limit_ms", int64_t{0});
     l.grace_ms = j.value("grace_ms", int64_t{30'000});
+    l.lease_file = j.value("lease_file", "");
     l.stdout_path = j.value("stdout_path", "");
     l.stderr_path = j.value("stderr_path", "");
     return l;

@@ -65,6 +65,12 @@ struct TaskLaunch {
   int64_t time_limit_ms = 0;  // 0: none. SIGTERM at the limit, SIGKILL after the grace period
   int64_t grace_ms = 30'000;  // grace period for the time limit and for cancel/preempt
 
+  // The node's lease file (lease_file.h). When set, the supervisor stops the task (SIGTERM,
+  // SIGKILL after the lease's fence grace) once the lease ends without renewal, even with the
+  // agent gone; it refuses to start the task when it cannot read the file. Empty: the task
+  // outlives the lease (a job that is never requeued elsewhere).
+  std::string lease_file;
+
   std::string stdout_path;  // empty: <task dir>/stdout.log
   std::string stderr_path;  // empty: <task dir>/stderr.log; equal to stdout_path: merged
 

@@ -323,7 +323,9 @@ void AgentLink::onMessage(const net::WebSocketConnectionPtr& conn, const std::st
   if (env.type == protocol::Hello::kType) {
     s = dispatch(&AgentLink::onHello);
   } else if (env.type == protocol::Heartbeat::kType) {
-    s = dispatch(&AgentLink::onHeartbeat);
+    // The lease that answers names the heartbeat (the agent counts it from its sending).
+    Result<protocol::Heartbeat> m = protocol::decodeBody<protocol::Heartbeat>(env.body);
+    s = m.ok() ? onHeartbeat(session, *m, env.seq) : m.status();
   } else if (env.type == protocol::TaskUpdate::kType) {
     s = dispatch(&AgentLink::onTaskUpdate);
   } else if (env.type == protocol::Telemetry::kType) {
@@ -398,7 +400,8 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
   protocol::Welcome welcome;
   welcome.node_epoch = *epoch;
   welcome.node_credential = credential;
-  welcome.lease = protocol::LeaseTerms{options_.lease_duration_s, options_.heartbeat_interval_s};
+  welcome.lease = protocol::LeaseTerms{options_.lease_duration_s, options_.heartbeat_interval_s,
+                                       options_.fence_grace_s};
   welcome.config = protocol::WelcomeConfig{options_.heartbeat_interval_s,
                                            options_.telemetry_interval_s, options_.stray_policy};
   send(session, welcome);
@@ -474,7 +477,7 @@ Result<std::vector<protocol::TaskEntry>> AgentLink::desiredTasks(const std::stri
   return out;
 }
 
-Status AgentLink::onHeartbeat(const SessionPtr& session, const protocol::Heartbeat&) {
+Status AgentLink::onHeartbeat(const SessionPtr& session, const protocol::Heartbeat&, int64_t seq) {
   Status s = registry_.heartbeat(session->node);
   if (!s.isOk()) {
     // DOWN (or forgotten): its tasks may have been moved; only a new hello reconciles.
@@ -484,7 +487,7 @@ Status AgentLink::onHeartbeat(const SessionPtr& session, const protocol::Heartbe
     return Status::ok();
   }
   TimePoint until = clock_.now() + std::chrono::seconds(options_.lease_duration_s);
-  send(session, protocol::Lease{session->node_epoch, toUnixMicros(until)});
+  send(session, protocol::Lease{session->node_epoch, toUnixMicros(until), seq});
   return Status::ok();
 }
 

@@ -63,6 +63,9 @@ struct AgentLinkOptions {
   int64_t lease_duration_s = 60;
   // The heartbeat interval the agents are told to use (also the lease's renew_every_s).
   int64_t heartbeat_interval_s = 5;
+  // The lease's fence grace (welcome.lease.fence_grace_s): SIGTERM at the lease's end, SIGKILL
+  // this much later, for the tasks the lease fences.
+  int64_t fence_grace_s = 5;
   // Unix-socket peers allowed to open /v1/agent besides uid 0: gpoold's own uid.
   uint32_t own_uid = 0;
   // The telemetry interval the agents are told to use.
@@ -156,7 +159,7 @@ class AgentLink final : public AgentGateway, public LogRelay {
   SessionPtr current(const std::string& node) const;
 
   Status onHello(const SessionPtr& session, const protocol::Hello& m);
-  Status onHeartbeat(const SessionPtr& session, const protocol::Heartbeat& m);
+  Status onHeartbeat(const SessionPtr& session, const protocol::Heartbeat& m, int64_t seq);
   Status onTaskUpdate(const SessionPtr& session, const protocol::TaskUpdate& m);
   Status onTelemetry(const SessionPtr& session, const protocol::Telemetry& m);
   Status onHealth(const SessionPtr& session, const protocol::Health& m);

@@ -203,6 +203,8 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.node_down_after_s = ctl.getDuration("node_down_after", 90);
   s.lease_duration_s = ctl.getDuration("lease_duration", 60);
   s.heartbeat_interval_s = ctl.getDuration("heartbeat_interval", 5);
+  s.fence_grace_s = ctl.getDuration("fence_grace", 5);
+  s.lease_margin_s = ctl.getDuration("lease_margin", 2);
   s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
   s.telemetry_interval_s = ctl.getDuration("telemetry_interval", 10);
   s.stray_policy = ctl.getString("stray_policy", "report");
@@ -220,6 +222,8 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
   if (s.lease_duration_s <= 0) ctl.fail("lease_duration", "must be positive");
   if (s.heartbeat_interval_s <= 0) ctl.fail("heartbeat_interval", "must be positive");
+  if (s.fence_grace_s > 3600) ctl.fail("fence_grace", "must be at most 1h");
+  if (s.lease_margin_s > 3600) ctl.fail("lease_margin", "must be at most 1h");
   // An agent must have fenced itself (lease expired) before its node is declared DOWN.
   if (s.lease_duration_s + s.heartbeat_interval_s >= s.node_down_after_s) {
     ctl.fail("node_down_after", "must exceed lease_duration + heartbeat_interval");

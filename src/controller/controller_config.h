@@ -85,6 +85,12 @@ struct ControllerSettings {
   // holds), once it has lasted the agent's grace (30 s): "report" (an alert), "kill" (killed,
   // logged and alerted) or "off" (neither killed nor alerted).
   std::string stray_policy = "report";
+  // Between SIGTERM at a lost node's lease end and SIGKILL of its fenced tasks (sent to the
+  // agents in welcome), and the margin for clocks and kill latency: a lost node's jobs run
+  // elsewhere only lease_duration + fence_grace + lease_margin after its last renewal
+  // (docs/agent-protocol.md, "Leases and fencing").
+  int64_t fence_grace_s = 5;
+  int64_t lease_margin_s = 2;
   int64_t schedule_interval_s = 10;
   int64_t schedule_min_gap_ms = 250;
   int64_t usage_half_life_s = 7 * 24 * 3600;

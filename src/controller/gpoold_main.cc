@@ -115,10 +115,14 @@ int run(const std::string& config_path, bool once) {
     return 1;
   }
   Clock& clock = realClock();
-  NodeRegistry registry(**store, clock,
-                        NodeRegistryOptions{std::chrono::seconds(settings->node_down_after_s)});
+  NodeRegistryOptions registry_options;
+  registry_options.down_after = std::chrono::seconds(settings->node_down_after_s);
+  registry_options.lease_ends_after = std::chrono::seconds(
+      settings->lease_duration_s + settings->fence_grace_s + settings->lease_margin_s);
+  NodeRegistry registry(**store, clock, registry_options);
   AgentLinkOptions link_options;
   link_options.lease_duration_s = settings->lease_duration_s;
+  link_options.fence_grace_s = settings->fence_grace_s;
   link_options.heartbeat_interval_s = settings->heartbeat_interval_s;
   link_options.telemetry_interval_s = settings->telemetry_interval_s;
   link_options.stray_policy = settings->stray_policy == "kill" ? "kill" : "report";

@@ -17,6 +17,7 @@ Status NodeRegistry::load() {
   for (const store::NodeRecord& record : records) {
     GPOOL_ASSIGN_OR_RETURN(api::Node node, store::loadApiNode(store_, record.name));
     if (node.state != api::NodeState::kDown) node.last_seen = now;
+    contact_[node.name] = clock_.monotonic();
     nodes_[node.name] = std::move(node);
   }
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::GpuHold> holds, store_.listGpuHolds());
@@ -107,6 +108,7 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   node.last_seen = now;
   applyHoldsLocked(node);
   GPOOL_RETURN_IF_ERROR(saveLocked(node));
+  contact_[node.name] = clock_.monotonic();
   int64_t& epoch = epochs_[node.name];
   epoch = std::max(epoch + 1, toUnixMicros(now));
   int64_t result = epoch;
@@ -128,18 +130,21 @@ Status NodeRegistry::heartbeat(const std::string& name) {
   // Heartbeats stay in memory: writing each one would cost a transaction per node per interval,
   // and after a restart every node gets a fresh `down_after` anyway (see load()).
   it->second.last_seen = clock_.now();
+  contact_[name] = clock_.monotonic();
   return Status::ok();
 }
 
 Result<std::vector<std::string>> NodeRegistry::expireSilent() {
   std::unique_lock lock(mu_);
   std::vector<NodeChange> changes;
-  TimePoint now = clock_.now();
+  const Micros mono = clock_.monotonic();
+  const Micros silent_for = std::max(options_.down_after, options_.lease_ends_after);
   std::vector<std::string> lost;
   for (auto& [name, node] : nodes_) {
     if (node.state == api::NodeState::kDown) continue;
-    TimePoint seen = node.last_seen.value_or(now);
-    if (now - seen <= options_.down_after) continue;
+    auto contact = contact_.find(name);
+    if (contact == contact_.end()) contact = contact_.emplace(name, mono).first;
+    if (mono - contact->second <= silent_for) continue;
     api::Node down = node;
     down.state = api::NodeState::kDown;
     down.state_reason = "Not responding";

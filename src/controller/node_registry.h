@@ -24,6 +24,10 @@ namespace gpool::controller {
 struct NodeRegistryOptions {
   // A node without contact for this long goes DOWN (the protocol's `node_down_after`).
   Micros down_after{std::chrono::seconds(90)};
+  // ...but never before the last lease its agent was granted has certainly ended on the node:
+  // lease_duration + fence_grace + lease_margin after the last contact. Going DOWN is what lets
+  // the loop run the node's jobs elsewhere (docs/agent-protocol.md, "Leases and fencing").
+  Micros lease_ends_after{0};
 };
 
 // What the registered nodes offer at most, whatever their state: what submissions are checked
@@ -70,8 +74,9 @@ class NodeRegistry {
   // DOWN node (its agent must say hello again).
   Status heartbeat(const std::string& name);
 
-  // Declares DOWN every node silent for longer than `down_after` and returns their names (each
-  // node once, when it goes DOWN).
+  // Declares DOWN every node silent for longer than max(down_after, lease_ends_after) on the
+  // clock's monotonic reading (a wall-clock step cannot shorten it) and returns their names
+  // (each node once, when it goes DOWN).
   Result<std::vector<std::string>> expireSilent();
 
   // The health an agent reports for the GPUs of `name` (its `health` findings): each GPU in
@@ -132,6 +137,9 @@ class NodeRegistry {
   std::map<std::string, store::GpuHold> holds_;  // by GPU UUID
   // Applies the holds to `node`'s GPUs (unhealthy, the hold's reason).
   void applyHoldsLocked(api::Node& node) const;
+  // The last contact with each node's agent (monotonic): a hello, a heartbeat, or this
+  // registry's load (a lease granted before a restart was granted before the load).
+  std::map<std::string, Micros> contact_;
   std::shared_ptr<const PoolSummary> summary_ = std::make_shared<PoolSummary>();
   std::function<void(const NodeChange&)> listener_;  // GUARDED_BY(mu_)
 };

@@ -567,6 +567,7 @@ Status fromJson(const json& j, LeaseTerms* out, std::string_view path) {
   ObjectReader r(j, path);
   r.integer("duration_s", &out->duration_s, Presence::kRequired, int64_t{1}, int64_t{86400});
   r.optionalInteger("renew_every_s", &out->renew_every_s, int64_t{1}, int64_t{86400});
+  r.optionalInteger("fence_grace_s", &out->fence_grace_s, int64_t{0}, int64_t{3600});
   return r.finish();
 }
 
@@ -597,6 +598,7 @@ json toJson(const Welcome& m) {
   if (m.lease) {
     json lease{{"duration_s", m.lease->duration_s}};
     if (m.lease->renew_every_s) lease["renew_every_s"] = *m.lease->renew_every_s;
+    if (m.lease->fence_grace_s) lease["fence_grace_s"] = *m.lease->fence_grace_s;
     j["lease"] = std::move(lease);
   }
   if (m.config) {
@@ -776,11 +778,13 @@ Status fromJson(const json& j, Lease* out, std::string_view path) {
   ObjectReader r(j, path);
   r.integer("node_epoch", &out->node_epoch, Presence::kRequired, int64_t{0}, kMaxI64);
   r.integer("valid_until", &out->valid_until_us, Presence::kRequired, int64_t{0}, kMaxI64);
+  r.integer("renews", &out->renews, Presence::kRequired, int64_t{1}, kMaxI64);
   return r.finish();
 }
 
 json toJson(const Lease& m) {
-  return json{{"node_epoch", m.node_epoch}, {"valid_until", m.valid_until_us}};
+  return json{
+      {"node_epoch", m.node_epoch}, {"valid_until", m.valid_until_us}, {"renews", m.renews}};
 }
 
 }  // namespace gpool::protocol

@@ -312,6 +312,9 @@ nlohmann::json toJson(const Error& m);
 struct LeaseTerms {
   int64_t duration_s = 60;
   std::optional<int64_t> renew_every_s;
+  // How long a fenced task gets between SIGTERM at the lease's end and SIGKILL; none: the
+  // agent's default. The controller counts it in before it runs a lost node's work elsewhere.
+  std::optional<int64_t> fence_grace_s;
 
   bool operator==(const LeaseTerms&) const = default;
 };
@@ -440,6 +443,9 @@ struct Lease {
   static constexpr std::string_view kType = "lease";
   int64_t node_epoch = 0;
   int64_t valid_until_us = 0;  // the controller's clock, informational for the agent
+  // The `seq` of the heartbeat this answers: the agent counts the renewed lease from when it
+  // sent that heartbeat.
+  int64_t renews = 0;
 
   bool operator==(const Lease&) const = default;
 };

@@ -361,13 +361,66 @@ TEST_F(AgentTest, SelfFencingStopsRequeueableTasksAndRefusesNewStarts) {
   agent_->handle(message("assign", entry(3, 1, {"wait"})));
   agent_->tick();
   EXPECT_EQ(launcher_->info("3.0").status().code(), StatusCode::kNotFound);
-  // ...until the lease is renewed.
-  agent_->handle(message(
-      "lease", {{"node_epoch", 1}, {"valid_until", toUnixMicros(clock_.now()) + 60'000'000}}));
+  // ...until the lease is renewed (in answer to the latest heartbeat).
+  agent_->handle(message("lease", {{"node_epoch", 1},
+                                   {"valid_until", toUnixMicros(clock_.now()) + 60'000'000},
+                                   {"renews", beats.back()["seq"]}}));
   agent_->tick();
   auto started = launcher_->info("3.0");
   ASSERT_TRUE(started.ok());
   EXPECT_EQ(started->status.state, TaskState::kRunning);
+}
+
+// Issue 19, defect 1: a renewal counts from when the renewed heartbeat left, not from when its
+// answer arrived (an agent stopped with SIGSTOP reads old answers when it resumes), and the
+// lease reaches the supervisors through the lease file.
+TEST_F(AgentTest, LeaseCountsFromTheRenewedHeartbeatAndReachesTheLeaseFile) {
+  welcome(*agent_);
+  agent_->tick();
+  std::vector<json> beats = take(*agent_, "heartbeat");
+  ASSERT_EQ(beats.size(), 1u);
+  clock_.advance(Micros(50'000'000));  // its answer is read 50 s after it left
+  agent_->handle(message("lease", {{"node_epoch", 1},
+                                   {"valid_until", toUnixMicros(clock_.now()) + 60'000'000},
+                                   {"renews", beats[0]["seq"]}}));
+  EXPECT_TRUE(take(*agent_, "error").empty());
+  Result<LeaseFile> file = LeaseFile::open(tmp_.file("agent") + "/lease");
+  ASSERT_TRUE(file.ok()) << file.status().toString();
+  // 60 s from the heartbeat's sending: 10 s left, not 60.
+  int64_t left = file->read().expires_boot_us - bootTimeMicros();
+  EXPECT_LE(left, 10'000'000);
+  EXPECT_GT(left, 5'000'000);
+  EXPECT_EQ(file->read().fence_grace_ms, 5000);
+  EXPECT_TRUE(agent_->leaseOk());
+  clock_.advance(Micros(10'000'001));
+  EXPECT_FALSE(agent_->leaseOk());
+
+  // An answer to a heartbeat never sent on this connection renews nothing.
+  agent_->handle(message("lease", {{"node_epoch", 1}, {"valid_until", 1}, {"renews", 999}}));
+  std::vector<json> errors = take(*agent_, "error");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0]["body"]["message"].get<std::string>().find("body.renews"), std::string::npos)
+      << errors[0];
+  EXPECT_FALSE(agent_->leaseOk());
+}
+
+TEST_F(AgentTest, FencedTasksHandTheLeaseFileToTheirSupervisor) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"wait"}, true), entry(2, 1, {"wait"}, false)}));
+  auto launchOf = [&](const std::string& name) {
+    Result<TaskLaunch> l =
+        taskLaunchFromJson(testing::readOr(launcher_->taskDir(name) + "/launch.json"));
+    EXPECT_TRUE(l.ok()) << l.status().toString();
+    return l.ok() ? *l : TaskLaunch{};
+  };
+  EXPECT_EQ(launchOf("1.0").lease_file, tmp_.file("agent") + "/lease");  // requeueable
+  EXPECT_EQ(launchOf("2.0").lease_file, "");                             // keep-running
+  // The controller's fence grace reaches the file with the next renewal.
+  agent_->handle(message(
+      "welcome", {{"node_epoch", 1}, {"lease", {{"duration_s", 60}, {"fence_grace_s", 2}}}}));
+  Result<LeaseFile> file = LeaseFile::open(tmp_.file("agent") + "/lease");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->read().fence_grace_ms, 2000);
 }
 
 TEST_F(AgentTest, StrayProcessIsReportedThenKilledByPolicy) {

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "agent/lease_file.h"
 #include "agent_test_util.h"
 
 namespace gpool::agent {
@@ -252,6 +253,59 @@ TEST_F(LauncherTest, TimeLimitKillsAfterGraceWhenSigtermIsIgnored) {
   ASSERT_NE(at, std::string::npos) << out;
   pid_t child = std::atoi(out.c_str() + at + 6);
   EXPECT_FALSE(processStartTicks(child).ok()) << "child " << child << " survived";
+}
+
+// Issue 19, defect 1: a fenced task's supervisor enforces the node's lease itself, so the task
+// stops when nothing renews the lease (its agent killed or stopped), before the controller may
+// run the job elsewhere. Here the test plays the agent: it renews the lease file twice, then
+// never again.
+TEST_F(LauncherTest, SupervisorFencesItsTaskWhenTheLeaseEndsWithoutTheAgent) {
+  Result<LeaseFile> lease = LeaseFile::create(tmp_.file("lease"));
+  ASSERT_TRUE(lease.ok()) << lease.status().toString();
+  lease->renew({bootTimeMicros() + 60'000'000, 300});
+  ReadyFifo ready(tmp_.file("ready"));
+  TaskLaunch fenced = task("fenced", {"ignore-term", "fork-wait", "ready", ready.path(), "wait"});
+  fenced.lease_file = lease->path();
+  ASSERT_TRUE(launcher_->launch(fenced).ok());
+  ASSERT_TRUE(ready.wait());
+  // A task launched without the lease (a job that is never requeued) is left alone.
+  ReadyFifo kept_ready(tmp_.file("kept.ready"));
+  ASSERT_TRUE(launcher_->launch(task("kept", {"ready", kept_ready.path(), "wait"})).ok());
+  ASSERT_TRUE(kept_ready.wait());
+
+  // The last renewals (the supervisor re-reads the file at least every second, and again at the
+  // end it read), then the agent is gone.
+  lease->renew({bootTimeMicros() + 600'000, 300});
+  const int64_t end = bootTimeMicros() + 900'000;
+  lease->renew({end, 300});
+  TaskStatus s = waitEnd("fenced.0");
+  const int64_t ended = bootTimeMicros();
+  EXPECT_EQ(s.state, TaskState::kPreempted);
+  EXPECT_TRUE(contains(s.reason, "fenced: the node's lease ended")) << s.reason;
+  // SIGTERM was ignored: SIGKILL came the fence grace after the lease's end, not before.
+  EXPECT_EQ(s.signal, SIGKILL);
+  EXPECT_GE(ended, end + 300'000);
+  // Its forked child went with it: nothing of the task runs on.
+  std::string out = log("fenced.0");
+  size_t at = out.find("child ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_FALSE(processStartTicks(std::atoi(out.c_str() + at + 6)).ok());
+  auto kept = launcher_->info("kept.0");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->status.state, TaskState::kRunning);
+}
+
+TEST_F(LauncherTest, FencedTaskDoesNotStartWithoutItsLeaseFile) {
+  TaskLaunch l = task("nolease", {"echo", "ran", "exit", "0"});
+  l.lease_file = tmp_.file("no-lease-here");
+  auto info = launcher_->launch(l);
+  ASSERT_FALSE(info.ok());
+  EXPECT_TRUE(contains(info.status().message(), "cannot watch the node's lease"))
+      << info.status().toString();
+  auto recorded = launcher_->info("nolease.0");
+  ASSERT_TRUE(recorded.ok());
+  EXPECT_EQ(recorded->status.state, TaskState::kFailed);
+  EXPECT_EQ(log("nolease.0"), "");
 }
 
 TEST_F(LauncherTest, CancelAndPreemptUseTheGraceSignal) {

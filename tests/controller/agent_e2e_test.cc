@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -557,6 +558,175 @@ TEST_F(FaultScenariosTest, StrayLeakIdleAndFailedGpuAreSeenAndActedOn) {
   auto cleared = http_->post("/v1/nodes/n1/gpus/1/clear", "");
   ASSERT_TRUE(cleared.ok());
   EXPECT_EQ(cleared->status, 200) << cleared->body;
+}
+
+// Two servers, each with its own gpool-agent, and leases short enough to lose one in a test:
+// lease 2 s, heartbeat 1 s, fence grace 1 s, margin 1 s, node_down_after 4 s.
+class TwoNodePoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = ensureUser(kUser);
+    if (!why.empty()) GTEST_SKIP() << why;
+    const passwd* pw = ::getpwnam(kUser);
+    ASSERT_NE(pw, nullptr);
+    uid_ = pw->pw_uid;
+    gid_ = pw->pw_gid;
+    std::string config = dir_.file("gpoold.toml");
+    std::ofstream(config) << "[controller]\nstore = \"" << dir_.file("gpool.db") << "\"\n"
+                          << "sqlite_synchronous = \"NORMAL\"\nsocket = \"" << socket_ << "\"\n"
+                          << "schedule_interval = \"1s\"\nlease_duration = \"2s\"\n"
+                          << "heartbeat_interval = \"1s\"\nnode_down_after = \"4s\"\n"
+                          << "fence_grace = \"1s\"\nlease_margin = \"1s\"\n"
+                          << "[log]\nlevel = \"warn\"\n";
+    gpoold_ =
+        spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config", config}, true);
+    ASSERT_EQ(readLine(gpoold_.out), "ready");
+    for (const std::string node : {"n1", "n2"})
+      startAgent(node);
+    http_ = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(socket_),
+                                              std::chrono::seconds(10));
+    ASSERT_TRUE(eventually([&] {
+      auto r = http_->get("/v1/nodes");
+      return r.ok() && r->status == 200 && json::parse(r->body)["nodes"].size() == 2;
+    }));
+  }
+  void TearDown() override {
+    // Every job's tasks go first (a task's supervisor outlives its agent), then the daemons.
+    if (http_) {
+      for (int64_t id : jobs_)
+        (void)http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+      for (int64_t id : jobs_) {
+        EXPECT_TRUE(eventually([&] {
+          std::string state = job(id).value("state", "");
+          return state != "RUNNING" && state != "PENDING" && state != "COMPLETING";
+        }));
+      }
+      for (pid_t pid : task_pids_) {
+        if (eventually([&] { return ::kill(pid, 0) != 0; })) continue;
+        ADD_FAILURE() << "task " << pid << " outlived its job";
+        ::kill(-pid, SIGKILL);  // its process group: nothing of a failed test runs on
+      }
+    }
+    http_.reset();
+    for (auto& [node, agent] : agents_) {
+      if (agent.pid > 0) {
+        EXPECT_EQ(stop(agent), 0) << node;
+      }
+    }
+    if (gpoold_.pid > 0) {
+      EXPECT_EQ(stop(gpoold_), 0);
+    }
+  }
+
+  void startAgent(const std::string& node) {
+    agents_[node] = spawn(
+        {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", node, "--unix-socket",
+         socket_, "--state-dir", dir_.file("state-" + node), "--fake-fixture",
+         std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json",
+         "--supervisor", std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
+         "--vgpu-dir", dir_.file("vgpu-" + node), "--no-cgroups"},
+        false);
+    ASSERT_GT(agents_[node].pid, 0);
+  }
+  void killAgent(const std::string& node) {
+    Child& agent = agents_[node];
+    ASSERT_GT(agent.pid, 0);
+    ::kill(agent.pid, SIGKILL);
+    ::waitpid(agent.pid, nullptr, 0);
+    agent.pid = -1;
+  }
+
+  // Submits a job of `gpus` whole GPUs running `command` (through /bin/sh -c) as the test user.
+  int64_t submit(const std::string& command, int gpus, bool preemptible) {
+    api::JobSpec spec;
+    spec.name = "fence";
+    spec.command = {"/bin/sh", "-c", command};
+    spec.working_dir = dir_.path();
+    spec.resources.gpus_milli = 1000 * gpus;
+    spec.preemptible = preemptible;
+    std::string body = api::toJson(spec).dump();
+    std::string response = testing::rawRequestAs(
+        uid_, gid_, socket_,
+        "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        "Connection: close\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body);
+    EXPECT_EQ(response.rfind("HTTP/1.1 201", 0), 0u) << response;
+    size_t start = response.find("\r\n\r\n");
+    json j = start == std::string::npos ? json()
+                                        : json::parse(response.substr(start + 4), nullptr, false);
+    if (!j.is_object() || !j.contains("ids")) return -1;
+    jobs_.push_back(j["ids"][0].get<int64_t>());
+    return jobs_.back();
+  }
+  json job(int64_t id) {
+    auto r = http_->get("/v1/jobs/" + std::to_string(id));
+    if (!r.ok() || r->status != 200) return json::object();
+    return json::parse(r->body, nullptr, false);
+  }
+  std::string nodeOf(int64_t id) {
+    json j = job(id);
+    if (j.value("state", "") != "RUNNING" || j["allocations"].empty()) return "";
+    return j["allocations"][0].value("node", "");
+  }
+
+  // The tick lines "<pid> <unix ns>" the tasks wrote to `file`, by pid.
+  std::map<pid_t, std::vector<int64_t>> ticks(const std::string& file) {
+    std::map<pid_t, std::vector<int64_t>> out;
+    std::istringstream in(slurp(file));
+    long pid = 0;
+    long long ns = 0;
+    while (in >> pid >> ns)
+      out[static_cast<pid_t>(pid)].push_back(ns);
+    return out;
+  }
+
+  OpenTempDir dir_;
+  std::string socket_ = dir_.file("gpoold.sock");
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  Child gpoold_;
+  std::map<std::string, Child> agents_;
+  std::unique_ptr<net::HttpClient> http_;
+  std::vector<int64_t> jobs_;
+  std::vector<pid_t> task_pids_;
+};
+
+// Issue 19, defect 1 (trial D1): the agent of the node running a requeueable job is SIGKILLed.
+// The job must run again on the other node, and the old copy must have stopped before the new
+// one started: the task's supervisor enforces the lease without its agent, and the controller
+// moves the job only once that lease has certainly ended. The tasks tick every 50 ms into one
+// file; no tick of the old copy may come after the new copy's first.
+TEST_F(TwoNodePoolTest, ARequeuedJobNeverRunsTwiceWhenItsAgentIsKilled) {
+  const std::string file = dir_.file("ticks");
+  int64_t id = submit("while :; do echo \"$$ $(date +%s%N)\" >> " + file + "; sleep 0.05; done", 8,
+                      /*preemptible=*/true);
+  ASSERT_GT(id, 0);
+  std::string first_node;
+  ASSERT_TRUE(eventually([&] { return !(first_node = nodeOf(id)).empty(); })) << job(id).dump();
+  ASSERT_TRUE(eventually([&] { return ticks(file).size() == 1; }));
+  const pid_t first = ticks(file).begin()->first;
+  task_pids_.push_back(first);
+
+  killAgent(first_node);
+  // It runs again, on the other node, as a second attempt.
+  ASSERT_TRUE(eventually([&] { return ticks(file).size() == 2; })) << job(id).dump();
+  json j = job(id);
+  EXPECT_EQ(j["state"], "RUNNING");
+  EXPECT_EQ(j["requeue_count"], 1) << j.dump();
+  EXPECT_NE(nodeOf(id), first_node);
+  std::map<pid_t, std::vector<int64_t>> by_pid = ticks(file);
+  by_pid.erase(first);
+  ASSERT_EQ(by_pid.size(), 1u);
+  const pid_t second = by_pid.begin()->first;
+  task_pids_.push_back(second);
+  // Some more ticks of the new copy, to see that the old one stays quiet.
+  ASSERT_TRUE(eventually([&] { return ticks(file)[second].size() >= 5; }));
+  by_pid = ticks(file);
+  const int64_t old_last = *std::max_element(by_pid[first].begin(), by_pid[first].end());
+  const int64_t new_first = *std::min_element(by_pid[second].begin(), by_pid[second].end());
+  EXPECT_LT(old_last, new_first) << "the old copy ticked " << (old_last - new_first) / 1000000
+                                 << " ms after the new copy started";
+  EXPECT_NE(::kill(first, 0), 0) << "the old copy (pid " << first << ") still runs";
 }
 
 }  // namespace

@@ -105,6 +105,34 @@ TEST_F(NodeRegistryTest, SilentNodeGoesDownOnceAndHeartbeatsKeepOthersUp) {
   EXPECT_EQ(reg.node("a")->state, api::NodeState::kIdle);
 }
 
+// Issue 19, defect 1: going DOWN is what lets the loop run a node's jobs elsewhere, so it waits
+// for the node's last lease to have certainly ended (lease + fence grace + margin), even when
+// node_down_after is shorter; also after a controller restart (counted from the load).
+TEST_F(NodeRegistryTest, NodeGoesDownOnlyOnceItsLastLeaseHasCertainlyEnded) {
+  NodeRegistryOptions options;
+  options.down_after = std::chrono::seconds(15);
+  options.lease_ends_after = std::chrono::seconds(10 + 5 + 2);
+  NodeRegistry reg(*store_, clock_, options);
+  ASSERT_TRUE(reg.registerNode(makeNode("a", 1)).ok());
+  clock_.advance(std::chrono::seconds(4));
+  ASSERT_TRUE(reg.heartbeat("a").isOk());  // the last lease: granted at 4 s
+  clock_.advance(std::chrono::seconds(16));
+  EXPECT_TRUE(reg.expireSilent()->empty());  // 16 s silent: past node_down_after only
+  clock_.advance(std::chrono::seconds(1));
+  EXPECT_TRUE(reg.expireSilent()->empty());  // 17 s: the lease may just be ending
+  clock_.advance(std::chrono::microseconds(1));
+  EXPECT_EQ(*reg.expireSilent(), std::vector<std::string>{"a"});
+
+  ASSERT_TRUE(reg.registerNode(makeNode("b", 1)).ok());
+  NodeRegistry restarted(*store_, clock_, options);
+  clock_.advance(std::chrono::seconds(10));
+  ASSERT_TRUE(restarted.load().isOk());  // b's last lease came from the old process
+  clock_.advance(std::chrono::seconds(17));
+  EXPECT_TRUE(restarted.expireSilent()->empty());
+  clock_.advance(std::chrono::seconds(1));
+  EXPECT_EQ(*restarted.expireSilent(), std::vector<std::string>{"b"});
+}
+
 TEST_F(NodeRegistryTest, DrainSurvivesReconnectAndRestart) {
   {
     NodeRegistry reg(*store_, clock_, options_);

@@ -160,8 +160,8 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   expectRoundTrip(LogData{8, 123, 2, 9, "stdout", 0, true, 100, "", "cannot read it"});
   expectRoundTrip(Error{"invalid_argument", "body.node.bogus: unknown field", 17});
 
-  expectRoundTrip(
-      Welcome{12, "node.5.secret", LeaseTerms{10, 2}, WelcomeConfig{2, 10, std::string("kill")}});
+  expectRoundTrip(Welcome{12, "node.5.secret", LeaseTerms{10, 2, 3},
+                          WelcomeConfig{2, 10, std::string("kill")}});
   expectRoundTrip(Welcome{12, "", std::nullopt, std::nullopt});
   expectRoundTrip(DesiredState{12, {anEntry(), anEntry()}, false});
   expectRoundTrip(DesiredState{13, {}, true});
@@ -170,7 +170,7 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   expectRoundTrip(Cancel{anAssignment(), "TERM", 30, "node_fail"});
   expectRoundTrip(Cancel{anAssignment(), "TERM", std::nullopt, "cancelled"});
   expectRoundTrip(ReadLog{5, 123, 2, 9, "stdout", 0, kMaxLogReadBytes});
-  expectRoundTrip(Lease{12, 1'700'000'060'000'000});
+  expectRoundTrip(Lease{12, 1'700'000'060'000'000, 41});
 }
 
 // A minimal entry: absent fields take their defaults, and the encoder writes none of them.
@@ -384,11 +384,14 @@ TEST(AgentProtocolTest, TelemetryIsChecked) {
 }
 
 TEST(AgentProtocolTest, WelcomeAndLeaseAreChecked) {
-  json welcome = toJson(Welcome{1, "", LeaseTerms{0, std::nullopt}, std::nullopt});
+  json welcome = toJson(Welcome{1, "", LeaseTerms{0, std::nullopt, std::nullopt}, std::nullopt});
   EXPECT_NE(decodeError<Welcome>(welcome).find("lease.duration_s"), std::string::npos);
   welcome = toJson(Welcome{1, "", std::nullopt, WelcomeConfig{{}, {}, std::string("ignore")}});
   EXPECT_EQ(decodeError<Welcome>(welcome), "config.stray_policy: expected \"report\" or \"kill\"");
-  EXPECT_EQ(decodeError<Lease>(json{{"node_epoch", 1}}), "valid_until: required field is missing");
+  EXPECT_EQ(decodeError<Lease>(json{{"node_epoch", 1}, {"renews", 3}}),
+            "valid_until: required field is missing");
+  EXPECT_EQ(decodeError<Lease>(json{{"node_epoch", 1}, {"valid_until", 5}}),
+            "renews: required field is missing");
 }
 
 TEST(AgentProtocolTest, TaskNamesJoinJobAndTask) {
