@@ -228,18 +228,24 @@ void AgentLink::onOpen(const net::WebSocketConnectionPtr& conn) {
 }
 
 void AgentLink::onClose(const net::WebSocketConnectionPtr& conn) {
-  std::lock_guard lock(mu_);
-  auto it = sessions_.find(conn->id());
-  if (it == sessions_.end()) return;
-  SessionPtr session = it->second;
-  sessions_.erase(it);
-  if (!session->node.empty()) {
+  SessionPtr session;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(conn->id());
+    if (it == sessions_.end()) return;
+    session = it->second;
+    sessions_.erase(it);
+    if (session->node.empty()) return;
     auto n = by_node_.find(session->node);
     if (n != by_node_.end() && n->second == session) {
       by_node_.erase(n);
-      spdlog::info("agent of node {} disconnected", session->node);
+      spdlog::info("agent of node {} disconnected; the node gets no new work until it is back",
+                   session->node);
     }
   }
+  // Outside mu_ (the registry is never called with it held). A newer connection of the node
+  // has registered under its own id, which this leaves alone.
+  registry_.agentDisconnected(session->node, conn->id());
 }
 
 AgentLink::SessionPtr AgentLink::sessionFor(uint64_t id) const {
@@ -389,7 +395,7 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
       credential = made->token;
     }
   }
-  Result<int64_t> epoch = registry_.registerNode(std::move(node));
+  Result<int64_t> epoch = registry_.registerNode(std::move(node), session->conn->id());
   if (!epoch.ok()) {
     spdlog::error("cannot register node {}: {}", name, epoch.status().toString());
     return Status::internal("cannot register the node: " + epoch.status().message());

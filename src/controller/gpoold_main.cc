@@ -134,6 +134,7 @@ int run(const std::string& config_path, bool once) {
   options.interval = std::chrono::seconds(settings->schedule_interval_s);
   options.min_gap = std::chrono::milliseconds(settings->schedule_min_gap_ms);
   options.usage_half_life_s = settings->usage_half_life_s;
+  options.require_connected_agents = !once;  // --once has no agent link
   SchedulingLoop loop(**store, registry, gateway, clock, options);
   gateway.attach(loop);
   TelemetryHistory telemetry;

@@ -91,7 +91,7 @@ void NodeRegistry::notify(const std::vector<NodeChange>& changes) {
     listener(c);
 }
 
-Result<int64_t> NodeRegistry::registerNode(api::Node node) {
+Result<int64_t> NodeRegistry::registerNode(api::Node node, uint64_t connection) {
   GPOOL_RETURN_IF_ERROR(api::validateNodeName(node.name));
   std::unique_lock lock(mu_);
   TimePoint now = clock_.now();
@@ -109,6 +109,7 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   applyHoldsLocked(node);
   GPOOL_RETURN_IF_ERROR(saveLocked(node));
   contact_[node.name] = clock_.monotonic();
+  connections_[node.name] = connection;
   int64_t& epoch = epochs_[node.name];
   epoch = std::max(epoch + 1, toUnixMicros(now));
   int64_t result = epoch;
@@ -118,6 +119,17 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   lock.unlock();
   notify(changes);
   return result;
+}
+
+void NodeRegistry::agentDisconnected(const std::string& name, uint64_t connection) {
+  std::lock_guard lock(mu_);
+  auto it = connections_.find(name);
+  if (it != connections_.end() && it->second == connection) connections_.erase(it);
+}
+
+bool NodeRegistry::agentConnected(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  return connections_.count(name) > 0;
 }
 
 Status NodeRegistry::heartbeat(const std::string& name) {

@@ -67,8 +67,19 @@ class NodeRegistry {
 
   // An agent's hello: stores the node with exactly these GPUs, marks it IDLE (the loop derives
   // MIXED/ALLOCATED), and returns the new node epoch (strictly increasing per node, also across
-  // controller restarts since it starts from the clock). InvalidArgument for a bad name.
-  Result<int64_t> registerNode(api::Node node);
+  // controller restarts since it starts from the clock). InvalidArgument for a bad name. The
+  // node's agent counts as connected through `connection` (the AgentLink's connection id; 0
+  // when the caller tracks none) until agentDisconnected names that connection.
+  Result<int64_t> registerNode(api::Node node, uint64_t connection = 0);
+
+  // The agent connection `connection` of `name` closed: the node gets no new work (the loop
+  // reads agentConnected) until its agent says hello again; its running work stays. A
+  // connection that has been replaced by a newer hello changes nothing.
+  void agentDisconnected(const std::string& name, uint64_t connection);
+  // Whether the node's agent said hello and its connection has not closed since (issue 19: a
+  // node whose agent is gone must not be given work it cannot start). After load(), false for
+  // every node until its agent says hello.
+  bool agentConnected(const std::string& name) const;
 
   // A heartbeat from `name`'s agent. NotFound for an unregistered node; FailedPrecondition for a
   // DOWN node (its agent must say hello again).
@@ -140,6 +151,8 @@ class NodeRegistry {
   // The last contact with each node's agent (monotonic): a hello, a heartbeat, or this
   // registry's load (a lease granted before a restart was granted before the load).
   std::map<std::string, Micros> contact_;
+  // The nodes whose agent is connected, with the connection's id (registerNode).
+  std::map<std::string, uint64_t> connections_;
   std::shared_ptr<const PoolSummary> summary_ = std::make_shared<PoolSummary>();
   std::function<void(const NodeChange&)> listener_;  // GUARDED_BY(mu_)
 };

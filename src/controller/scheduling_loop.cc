@@ -382,8 +382,15 @@ Result<PassReport> SchedulingLoop::runOnce() {
 
   TimePoint now = clock_.now();
   sched::ClusterState cluster;
-  for (const api::Node& node : registry_.nodes())
-    cluster.addNode(schedNodeFor(node));
+  for (const api::Node& node : registry_.nodes()) {
+    sched::Node n = schedNodeFor(node);
+    // A node whose agent is not connected gets no new work: nothing there could start it, and
+    // it would sit RUNNING on paper until the node went DOWN (issue 19, defect 2).
+    if (options_.require_connected_agents && !registry_.agentConnected(node.name)) {
+      n.schedulable = false;
+    }
+    cluster.addNode(std::move(n));
+  }
 
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> records,
                          store_.jobsInStates({"PENDING", "RUNNING", "COMPLETING"}));

@@ -47,6 +47,10 @@ struct LoopOptions {
   // Called after each pass that tick() runs, with its duration (monotonic), on the loop's
   // thread and outside its locks; must return quickly (gpoold's metrics).
   std::function<void(Micros took)> on_pass;
+  // Place work only on nodes whose agent is connected (NodeRegistry::agentConnected). Off only
+  // for `gpoold --once`, a pass with no agent link at all: what it places starts when each
+  // node's agent next says hello (its desired state).
+  bool require_connected_agents = true;
 };
 
 // The policy one pass runs with: `base` (gpoold's configuration) plus what admins keep in the

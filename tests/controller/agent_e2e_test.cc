@@ -729,5 +729,32 @@ TEST_F(TwoNodePoolTest, ARequeuedJobNeverRunsTwiceWhenItsAgentIsKilled) {
   EXPECT_NE(::kill(first, 0), 0) << "the old copy (pid " << first << ") still runs";
 }
 
+// Issue 19, defect 2 (trial D6): right after a node's agent is SIGKILLed (long before the node
+// goes DOWN), a job that fits only there waits instead of being placed on it: it would show
+// RUNNING and never run.
+TEST_F(TwoNodePoolTest, ANodeWhoseAgentDiedGetsNoNewWork) {
+  int64_t busy = submit("exec sleep 1000", 8, /*preemptible=*/false);
+  ASSERT_GT(busy, 0);
+  std::string busy_node;
+  ASSERT_TRUE(eventually([&] { return !(busy_node = nodeOf(busy)).empty(); }));
+  const std::string dead_node = busy_node == "n1" ? "n2" : "n1";
+  killAgent(dead_node);
+  int64_t id = submit("true", 8, /*preemptible=*/false);
+  ASSERT_GT(id, 0);
+  // A pass has looked at it: placed, or given its pending reason.
+  ASSERT_TRUE(eventually([&] {
+    json j = job(id);
+    return j.value("state", "") != "PENDING" || j.value("reason", "") == "Resources";
+  })) << job(id).dump();
+  json j = job(id);
+  EXPECT_EQ(j["state"], "PENDING") << j.dump();
+  EXPECT_EQ(j["reason"], "Resources");
+  // The node it would have taken frees up: it runs there.
+  auto r = http_->post("/v1/jobs/" + std::to_string(busy) + "/cancel", "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(eventually([&] { return job(id).value("state", "") == "COMPLETED"; }))
+      << job(id).dump();
+}
+
 }  // namespace
 }  // namespace gpool::controller

@@ -321,6 +321,27 @@ class AgentLinkTest : public ::testing::Test {
   std::unique_ptr<net::HttpClient> http_;
 };
 
+// Issue 19, defect 2 (trial D6): a job submitted right after a node's agent went away is not
+// placed there (it would show RUNNING and never run); once the agent says hello again it is.
+TEST_F(AgentLinkTest, ANodeWhoseAgentIsGoneGetsNoNewWork) {
+  auto agent = helloAgent("n1");
+  agent.reset();  // the agent's connection closes
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (registry_->agentConnected("n1") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_FALSE(registry_->agentConnected("n1"));
+  EXPECT_EQ(registry_->node("n1")->state, api::NodeState::kIdle);  // not DOWN (yet)
+  int64_t id = submit("true");
+  ASSERT_TRUE(loop_->runOnce().ok());
+  EXPECT_EQ(job(id)["state"], "PENDING") << job(id).dump();
+
+  auto back = helloAgent("n1");
+  size_t from = back->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  EXPECT_TRUE(back->waitType("assign", from).has_value());
+  EXPECT_EQ(job(id)["state"], "RUNNING");
+}
+
 TEST_F(AgentLinkTest, HelloRegistersTheNodeAndGetsWelcomeAndDesiredState) {
   auto agent = std::make_unique<FakeAgent>(socket_, "n1");
   ASSERT_TRUE(agent->waitConnected());

@@ -133,6 +133,25 @@ TEST_F(NodeRegistryTest, NodeGoesDownOnlyOnceItsLastLeaseHasCertainlyEnded) {
   EXPECT_EQ(*restarted.expireSilent(), std::vector<std::string>{"b"});
 }
 
+// Issue 19, defect 2: the registry knows whose agent is connected; a replaced connection's close
+// does not disconnect the newer one, and after a restart nobody is connected until a hello.
+TEST_F(NodeRegistryTest, KnowsWhichAgentsAreConnected) {
+  NodeRegistry reg(*store_, clock_, options_);
+  ASSERT_TRUE(reg.registerNode(makeNode("a", 1), /*connection=*/7).ok());
+  EXPECT_TRUE(reg.agentConnected("a"));
+  ASSERT_TRUE(reg.registerNode(makeNode("a", 1), /*connection=*/9).ok());  // a newer connection
+  reg.agentDisconnected("a", 7);                                           // the old one closes
+  EXPECT_TRUE(reg.agentConnected("a"));
+  reg.agentDisconnected("a", 9);
+  EXPECT_FALSE(reg.agentConnected("a"));
+  EXPECT_FALSE(reg.agentConnected("nobody"));
+  ASSERT_TRUE(reg.registerNode(makeNode("b", 1)).ok());  // no connection tracked: connected
+  EXPECT_TRUE(reg.agentConnected("b"));
+  NodeRegistry restarted(*store_, clock_, options_);
+  ASSERT_TRUE(restarted.load().isOk());
+  EXPECT_FALSE(restarted.agentConnected("b"));
+}
+
 TEST_F(NodeRegistryTest, DrainSurvivesReconnectAndRestart) {
   {
     NodeRegistry reg(*store_, clock_, options_);
