@@ -203,8 +203,12 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.node_down_after_s = ctl.getDuration("node_down_after", 90);
   s.lease_duration_s = ctl.getDuration("lease_duration", 60);
   s.heartbeat_interval_s = ctl.getDuration("heartbeat_interval", 5);
-  s.fence_grace_s = ctl.getDuration("fence_grace", 5);
-  s.lease_margin_s = ctl.getDuration("lease_margin", 2);
+  // Short leases (trial pools, tests) get a proportionally short grace and margin by default,
+  // so that a lost node's jobs move about when node_down_after says (a third of the lease
+  // each, at least 1 s, at most 5 s and 2 s).
+  const int64_t third = std::max<int64_t>(s.lease_duration_s / 3, 1);
+  s.fence_grace_s = ctl.getDuration("fence_grace", std::min<int64_t>(third, 5));
+  s.lease_margin_s = ctl.getDuration("lease_margin", std::min<int64_t>(third, 2));
   s.schedule_interval_s = ctl.getDuration("schedule_interval", 10);
   s.telemetry_interval_s = ctl.getDuration("telemetry_interval", 10);
   s.stray_policy = ctl.getString("stray_policy", "report");

@@ -88,7 +88,8 @@ struct ControllerSettings {
   // Between SIGTERM at a lost node's lease end and SIGKILL of its fenced tasks (sent to the
   // agents in welcome), and the margin for clocks and kill latency: a lost node's jobs run
   // elsewhere only lease_duration + fence_grace + lease_margin after its last renewal
-  // (docs/agent-protocol.md, "Leases and fencing").
+  // (docs/agent-protocol.md, "Leases and fencing"). Defaults: a third of lease_duration, at
+  // least 1 s and at most 5 s (fence_grace) and 2 s (lease_margin).
   int64_t fence_grace_s = 5;
   int64_t lease_margin_s = 2;
   int64_t schedule_interval_s = 10;

@@ -684,19 +684,28 @@ TEST_F(AgentLinkTest, ReconnectGetsTheFullDesiredStateAgain) {
     ASSERT_TRUE(assign.has_value());
     epoch = (*assign)["body"]["assignment"]["lease_epoch"].get<int64_t>();
   }
-  // The node is not connected: an assignment made now is only in the store.
+  // The node is not connected: a job submitted now waits for its agent (issue 19, defect 2).
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (registry_->agentConnected("n1") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(10));
   int64_t later = submit("sleep 1000");
   ASSERT_TRUE(loop_->runOnce().ok());
+  EXPECT_EQ(job(later)["state"], "PENDING");
   json desired;
   auto agent = helloAgent("n1", &desired);
   EXPECT_GT(desired["body"]["node_epoch"].get<int64_t>(), first_node_epoch);
   const json& tasks = desired["body"]["tasks"];
-  ASSERT_EQ(tasks.size(), 2u) << desired.dump();
+  ASSERT_EQ(tasks.size(), 1u) << desired.dump();
   EXPECT_EQ(tasks[0]["assignment"]["job_id"], id);
   EXPECT_EQ(tasks[0]["assignment"]["lease_epoch"], epoch);
   EXPECT_EQ(tasks[0]["launch"]["argv"][2], "sleep 1000");
-  EXPECT_EQ(tasks[1]["assignment"]["job_id"], later);
   EXPECT_EQ(tasks[0]["requeueable"], false);
+  // Back: the waiting job is placed there.
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto assign = agent->waitType("assign", from);
+  ASSERT_TRUE(assign.has_value());
+  EXPECT_EQ((*assign)["body"]["assignment"]["job_id"], later);
 }
 
 // The desired state after a reconnection carries what the assign carried, the time limit and

@@ -114,7 +114,8 @@ TEST_F(SchedulingLoopTest, HeldJobIsNotPlacedUntilReleased) {
   EXPECT_EQ(state(id), "PENDING");
   EXPECT_EQ(ctl_->store->getJob(id)->reason, "JobHeldUser");
   EXPECT_TRUE(gateway_.forJob(id).empty());
-  restart();  // the hold is durable
+  restart();                                                             // the hold is durable
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());  // its agent's hello
   pass();
   EXPECT_EQ(state(id), "PENDING");
   ASSERT_TRUE(ctl_->service.release(alice(), id).isOk());
