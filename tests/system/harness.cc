@@ -658,6 +658,16 @@ std::optional<int64_t> Pool::helloAfter(const std::string& node, uint64_t mark) 
   return std::nullopt;
 }
 
+int Pool::gpooldLogLines(const std::string& text) {
+  std::ifstream in(gpoold_->log());
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.find(text) != std::string::npos) ++n;
+  }
+  return n;
+}
+
 std::string Pool::nodeState(const std::string& node) {
   Result<json> nodes = get("/v1/nodes");
   if (!nodes.ok()) return "";

@@ -245,6 +245,8 @@ class Pool {
   // When gpoold logged the hello of `node`'s agent after `mark` (CLOCK_REALTIME microseconds,
   // from the log line's own timestamp); nullopt when it has not yet.
   std::optional<int64_t> helloAfter(const std::string& node, uint64_t mark);
+  // Lines of gpoold's log (all its runs in this pool) that contain `text`.
+  int gpooldLogLines(const std::string& text);
   // A node's state per GET /v1/nodes ("" when unknown).
   std::string nodeState(const std::string& node);
 

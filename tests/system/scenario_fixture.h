@@ -8,13 +8,21 @@
 // Timings of the short profile: lease 3 s, heartbeat 1 s, node_down_after 5 s; outages are
 // chosen against them (an outage longer than node_down_after makes a node DOWN). Waits poll
 // with deadlines; the only sleeps are the faults' own durations.
+//
+// A scenario of a defect that is not fixed on main yet calls knownDefect() first: its failures
+// are then caught and reported as an expected failure naming the defect (result "xfail"), so
+// CI stays green while the scenario still shows the defect; a scenario so marked that passes
+// says "XPASS" (the fix landed: remove the mark). GPOOL_SYSTEM_NO_XFAIL=1 disregards the marks.
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <set>
@@ -36,9 +44,37 @@ class SystemTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    std::string result = HasFailure() ? "FAIL" : "pass";
+    if (xfail_reporter_) {
+      xfail_reporter_.reset();  // failures from here on are reported as usual
+      int failures = 0;
+      for (int i = 0; i < xfail_failures_.size(); ++i) {
+        const ::testing::TestPartResult& f = xfail_failures_.GetTestPartResult(i);
+        if (!f.failed()) continue;
+        ++failures;
+        std::printf("[system] expected failure (%s): %s:%d: %s\n", xfail_defect_.c_str(),
+                    f.file_name() ? f.file_name() : "?", f.line_number(), f.message());
+      }
+      if (failures > 0) {
+        std::printf("[system] %s: XFAIL, %d failure(s) of a known defect not fixed on main: %s\n",
+                    name_.c_str(), failures, xfail_defect_.c_str());
+        if (!HasFailure()) result = "xfail";
+      } else {
+        std::printf("[system] %s: XPASS: it holds now; is %s fixed? Remove knownDefect().\n",
+                    name_.c_str(), xfail_defect_.c_str());
+        if (!HasFailure()) result = "XPASS";
+      }
+      std::fflush(stdout);
+      if (failures > 0 && pool_ && !HasFailure()) {
+        std::printf("[system] gpoold log tail:\n%s\n", pool_->gpoold().logTail(30).c_str());
+      }
+    }
     if (pool_ || standalone_) {
-      figures_.values["result"] = HasFailure() ? "FAIL" : "pass";
+      figures_.values["result"] = result;
+      if (!xfail_defect_.empty()) figures_.values["known_defect"] = xfail_defect_;
       figures_.values["faults"] = faults_;
+      // Nodes gpoold declared lost (scheduling_loop.cc), whether a fault meant it or not.
+      if (pool_) figures_.values["nodes_down"] = pool_->gpooldLogLines("is DOWN (not responding)");
       figures_.values["seconds"] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
       if (!notes_.empty()) figures_.values["notes"] = notes_;
@@ -50,8 +86,24 @@ class SystemTest : public ::testing::Test {
     pool_.reset();
   }
 
+  // Marks this scenario as showing `defect` (issue 19), not fixed on main yet: see the top of
+  // this file. Call first. A pool that does not start is not the defect: startPool() reports
+  // that as a failure still.
+  void knownDefect(const std::string& defect) {
+    xfail_defect_ = defect;
+    const char* off = std::getenv("GPOOL_SYSTEM_NO_XFAIL");
+    if (off != nullptr && *off != '\0' && std::string(off) != "0") {
+      std::printf("[system] %s shows %s; GPOOL_SYSTEM_NO_XFAIL: its failures count\n",
+                  name_.c_str(), defect.c_str());
+      return;
+    }
+    xfail_reporter_ = std::make_unique<::testing::ScopedFakeTestPartResultReporter>(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS, &xfail_failures_);
+  }
+
   void startPool(PoolOptions options = {}) {
     Result<std::unique_ptr<Pool>> p = Pool::start(name_, options);
+    if (!p.ok()) xfail_reporter_.reset();  // the harness failed, not the scenario
     ASSERT_TRUE(p.ok()) << p.status().toString();
     pool_ = std::move(*p);
     figures_.network = pool_->network().isolated() ? "netns" : "loopback";
@@ -155,6 +207,10 @@ class SystemTest : public ::testing::Test {
   std::string notes_;
   bool standalone_ = false;  // a scenario without a Pool that records figures anyway
   std::chrono::steady_clock::time_point started_;
+  // knownDefect(): the failures caught while it holds.
+  std::string xfail_defect_;
+  ::testing::TestPartResultArray xfail_failures_;
+  std::unique_ptr<::testing::ScopedFakeTestPartResultReporter> xfail_reporter_;
 };
 
 // Requeueable jobs on h0, whose agent is then made unreachable by `fault` for longer than

@@ -1,6 +1,6 @@
 // The system scenarios that hold on main (docs/reliability.md): the pool run as a distributed
 // system (harness.h), faults injected, the checker (checker.h) judging the tasks' own records.
-// The scenarios of issue 19's defects that do not hold yet are in defect_scenarios_test.cc.
+// The scenarios of issue 19's defects are in defect_scenarios_test.cc.
 #include "system/scenario_fixture.h"
 
 #include <signal.h>

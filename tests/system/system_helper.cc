@@ -278,6 +278,7 @@ int runTable(int argc, char** argv) {
       {"jobs", "jobs", -1},
       {"acked", "acked", -1},
       {"faults", "faults", -1},
+      {"nodes down", "nodes_down", -1},
       {"double-run s", "double_run_s", 3},
       {"lost", "lost", -1},
       {"stuck", "stuck_running", -1},
