@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   app.add_option("--ram", ram, "memory this node offers to jobs, e.g. 480G (default: physical)");
   CLI11_PARSE(app, argc, argv);
   std::map<std::string, std::string> labels;
+  bool allow_root_tasks = false;  // the config file's only: no flag runs tasks as root
   if (!config_path.empty()) {
     Result<agent::AgentSettings> file = agent::readAgentSettings(config_path);
     if (!file.ok()) {
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
     if (app.count("--cpus") == 0 && file->cpu_millis != 0) cpus = formatCpuMillis(file->cpu_millis);
     if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
     labels = file->labels;
+    allow_root_tasks = file->allow_root_tasks;
   }
   if (node_name.empty()) {
     std::fprintf(stderr, "gpool-agent: give this node's name: --node NAME or agent.node\n");
@@ -152,6 +154,7 @@ int main(int argc, char** argv) {
   launcher_options.supervisor_path = supervisor;
   launcher_options.supervisor.use_cgroups = !no_cgroups;
   launcher_options.supervisor.cgroup_parent = cgroup_parent;
+  launcher_options.supervisor.allow_root = allow_root_tasks;
   agent::Launcher launcher(launcher_options);
 
   agent::AgentOptions options;

@@ -217,7 +217,10 @@ Status AgentLink::addRoute(net::Router& router) {
   handler.on_close = [this](const net::WebSocketConnectionPtr& conn, uint16_t, const std::string&) {
     onClose(conn);
   };
-  return router.addWebSocket("/v1/agent", std::move(handler));
+  // An agent's connection stops counting against its address's connection limit once
+  // upgraded: users of the same node cannot crowd it out.
+  return router.addWebSocket("/v1/agent", std::move(handler),
+                             net::RouteOptions{.exempt_from_limits = true});
 }
 
 void AgentLink::onOpen(const net::WebSocketConnectionPtr& conn) {

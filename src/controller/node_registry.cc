@@ -92,7 +92,21 @@ void NodeRegistry::notify(const std::vector<NodeChange>& changes) {
 
 Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   GPOOL_RETURN_IF_ERROR(api::validateNodeName(node.name));
+  // A report that lists a GPU twice would be stored and then break every listing of the nodes.
+  GPOOL_RETURN_IF_ERROR(api::validateNodeGpus(node, "gpus"));
   std::unique_lock lock(mu_);
+  // A GPU belongs to the node that reported it first, until an admin removes that node: an
+  // agent cannot move another server's GPU (and its jobs' view of it) to itself.
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    for (const auto& [other_name, other] : nodes_) {
+      if (other_name == node.name || other.findGpu(node.gpus[i].uuid) == nullptr) continue;
+      return Status::failedPrecondition("gpus.gpus[" + std::to_string(i) + "].uuid: GPU '" +
+                                        node.gpus[i].uuid + "' belongs to node '" + other_name +
+                                        "'; it is released when an admin removes that "
+                                        "node (gpool node remove " +
+                                        other_name + ")");
+    }
+  }
   TimePoint now = clock_.now();
   auto it = nodes_.find(node.name);
   // An admin's drain survives the agent reconnecting; a lost node comes back IDLE.
@@ -116,6 +130,20 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
   lock.unlock();
   notify(changes);
   return result;
+}
+
+Status NodeRegistry::removeNode(const std::string& name, const std::string& actor) {
+  std::unique_lock lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("node '" + name + "' does not exist");
+  GPOOL_RETURN_IF_ERROR(store_.removeNode(name, clock_.now(), actor));
+  NodeChange change{name, "removed", "", "removed by " + actor};
+  // The epoch stays: a node that joins again under this name must get a greater one.
+  nodes_.erase(it);
+  summariseLocked();
+  lock.unlock();
+  notify({change});
+  return Status::ok();
 }
 
 Status NodeRegistry::heartbeat(const std::string& name) {

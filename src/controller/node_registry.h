@@ -40,10 +40,10 @@ struct PoolSummary {
   std::set<std::pair<std::string, std::string>> labels;  // every (key, value) some node has
 };
 
-// One change of a node, for live updates: `change` is "registered", "down", "drain", "resume"
-// or "health"; `state` is the node's registry state after it (api::nodeStateName) and `reason`
-// its state reason, or for "health" the GPUs that are not healthy and why ("every GPU healthy"
-// when none).
+// One change of a node, for live updates: `change` is "registered", "down", "drain", "resume",
+// "health" or "removed"; `state` is the node's registry state after it (api::nodeStateName) and
+// `reason` its state reason, or for "health" the GPUs that are not healthy and why ("every GPU
+// healthy" when none).
 struct NodeChange {
   std::string node;
   std::string change;
@@ -63,8 +63,17 @@ class NodeRegistry {
 
   // An agent's hello: stores the node with exactly these GPUs, marks it IDLE (the loop derives
   // MIXED/ALLOCATED), and returns the new node epoch (strictly increasing per node, also across
-  // controller restarts since it starts from the clock). InvalidArgument for a bad name.
+  // controller restarts since it starts from the clock). InvalidArgument for a bad name or an
+  // inventory that lists a GPU (UUID or index) twice (api::validateNodeGpus, path "gpus");
+  // FailedPrecondition for a GPU UUID that belongs to another node: a GPU stays bound to its
+  // node until an admin removes that node (removeNode). Nothing changes on an error.
   Result<int64_t> registerNode(api::Node node);
+
+  // An admin's removal: the node, its GPUs and its agent's credentials go from the store in one
+  // transaction (Store::removeNode), then from the registry; its GPU UUIDs are free for another
+  // node. NotFound for an unknown node. The caller checks that nothing runs there and
+  // disconnects its agent.
+  Status removeNode(const std::string& name, const std::string& actor);
 
   // A heartbeat from `name`'s agent. NotFound for an unregistered node; FailedPrecondition for a
   // DOWN node (its agent must say hello again).
@@ -112,7 +121,7 @@ class NodeRegistry {
   std::shared_ptr<const PoolSummary> poolSummary() const;
 
   // Called after each change is stored (registerNode, a node going DOWN, drain, resume, a change
-  // of GPU health), on the
+  // of GPU health, "removed"), on the
   // changing thread and outside the registry's lock; must return quickly. Set it before
   // concurrent use; an empty function removes it.
   void setChangeListener(std::function<void(const NodeChange&)> listener);
