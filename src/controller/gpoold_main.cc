@@ -210,6 +210,9 @@ int run(const std::string& config_path, bool once, bool list_routes) {
       if (Status s = gateway.reapplyHealth(node); !s.isOk())
         spdlog::warn("node {}: {}", node, s.toString());
     };
+    api_options.node_removed = [&gateway](const std::string& node) {
+      gateway.disconnect(node, "node " + node + " was removed by an admin");
+    };
     if (Status s = addApiRoutes(router, **store, service, registry, api_options); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
       return 1;

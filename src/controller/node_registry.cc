@@ -90,11 +90,15 @@ void NodeRegistry::notify(const std::vector<NodeChange>& changes) {
     listener(c);
 }
 
-Result<int64_t> NodeRegistry::registerNode(api::Node node) {
+Status NodeRegistry::checkInventory(const api::Node& node) const {
+  std::lock_guard lock(mu_);
+  return checkInventoryLocked(node);
+}
+
+Status NodeRegistry::checkInventoryLocked(const api::Node& node) const {
   GPOOL_RETURN_IF_ERROR(api::validateNodeName(node.name));
   // A report that lists a GPU twice would be stored and then break every listing of the nodes.
   GPOOL_RETURN_IF_ERROR(api::validateNodeGpus(node, "gpus"));
-  std::unique_lock lock(mu_);
   // A GPU belongs to the node that reported it first, until an admin removes that node: an
   // agent cannot move another server's GPU (and its jobs' view of it) to itself.
   for (size_t i = 0; i < node.gpus.size(); ++i) {
@@ -107,6 +111,12 @@ Result<int64_t> NodeRegistry::registerNode(api::Node node) {
                                         other_name + ")");
     }
   }
+  return Status::ok();
+}
+
+Result<int64_t> NodeRegistry::registerNode(api::Node node) {
+  std::unique_lock lock(mu_);
+  GPOOL_RETURN_IF_ERROR(checkInventoryLocked(node));
   TimePoint now = clock_.now();
   auto it = nodes_.find(node.name);
   // An admin's drain survives the agent reconnecting; a lost node comes back IDLE.

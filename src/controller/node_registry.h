@@ -68,6 +68,9 @@ class NodeRegistry {
   // FailedPrecondition for a GPU UUID that belongs to another node: a GPU stays bound to its
   // node until an admin removes that node (removeNode). Nothing changes on an error.
   Result<int64_t> registerNode(api::Node node);
+  // registerNode's checks of an inventory alone, without registering: for the agent link to
+  // refuse a hello before it spends a join token on it.
+  Status checkInventory(const api::Node& node) const;
 
   // An admin's removal: the node, its GPUs and its agent's credentials go from the store in one
   // transaction (Store::removeNode), then from the registry; its GPU UUIDs are free for another
@@ -129,6 +132,7 @@ class NodeRegistry {
 
  private:
   Status saveLocked(const api::Node& node);
+  Status checkInventoryLocked(const api::Node& node) const;
   void summariseLocked();
   void notify(const std::vector<NodeChange>& changes);
 

@@ -257,6 +257,8 @@ TEST_F(SecurityTest, AgentReportsCannotListAGpuTwiceOrTakeAnotherNodesGpu) {
   }
   auto removed = asRoot(net::Method::kDelete, "/v1/nodes/sim-node-1");
   EXPECT_EQ(removed.status, 200) << removed.body;
+  EXPECT_TRUE(victim.waitClosed(std::chrono::seconds(20)));  // its agent is disconnected
+  EXPECT_NE(victim.closed().find("removed by an admin"), std::string::npos) << victim.closed();
   EXPECT_EQ(asRoot(net::Method::kGet, "/v1/nodes/sim-node-1").status, 404);
   ScriptedAgent reused(socket, "rel-new", json::array({gpuJson("GPU-victim-0", 0)}));
   EXPECT_TRUE(reused.welcomed()) << reused.refusal();
