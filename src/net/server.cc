@@ -28,6 +28,7 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
+#include <cerrno>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -214,8 +215,10 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   // The accept loop ran out of file descriptors: closes the spare, takes the next waiting
   // connection with its place, and returns it when its peer is privileged (a Unix peer with uid
   // 0 or the server's own); anyone else is closed (counted as refused) and -1 returned. Takes
-  // the spare again where it can.
-  int acceptWithSpare(int listen_fd, bool unix_listener);
+  // the spare again where it can. *nothing_waiting is set when no connection was waiting: the
+  // kernel's accept fails for want of a descriptor before it looks at the queue, so the caller
+  // must then wait for the listener to become readable instead of accepting again (a loop).
+  int acceptWithSpare(int listen_fd, bool unix_listener, bool* nothing_waiting);
   // Admits and serves an accepted Unix-socket connection (peer credentials, limits).
   void serveUnix(Local::socket socket);
 
@@ -865,10 +868,12 @@ bool Server::Impl::holdSpare() {
   return spare_fd_ >= 0;
 }
 
-int Server::Impl::acceptWithSpare(int listen_fd, bool unix_listener) {
+int Server::Impl::acceptWithSpare(int listen_fd, bool unix_listener, bool* nothing_waiting) {
+  *nothing_waiting = false;
   if (!holdSpare()) return -1;
   ::close(std::exchange(spare_fd_, -1));
   int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) *nothing_waiting = errno == EAGAIN || errno == EWOULDBLOCK;
   if (fd >= 0) {
     // Only a privileged Unix peer is worth the descriptor; anyone else is closed before the
     // spare is taken again, so that the spare is back for the next waiting connection.
@@ -952,7 +957,9 @@ asio::awaitable<void> Server::Impl::acceptUnix() {
                         "accept on " + options_.unix_socket_path +
                             ": out of file descriptors; serving only root and the server's own "
                             "user until some close");
-        int fd = acceptWithSpare(unix_acceptor_->native_handle(), /*unix_listener=*/true);
+        bool nothing_waiting = false;
+        int fd = acceptWithSpare(unix_acceptor_->native_handle(), /*unix_listener=*/true,
+                                 &nothing_waiting);
         if (fd >= 0) {
           Local::socket taken(asio::make_strand(ioc_));
           taken.assign(Local(), fd, ec);
@@ -961,6 +968,10 @@ asio::awaitable<void> Server::Impl::acceptUnix() {
           } else {
             serveUnix(std::move(taken));
           }
+        }
+        if (nothing_waiting) {
+          co_await unix_acceptor_->async_wait(Local::acceptor::wait_read, awaitEc(ec));
+          if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
         }
         continue;
       }
@@ -1022,7 +1033,12 @@ asio::awaitable<void> Server::Impl::acceptTcp(
         warnRateLimited("accept-" + what, "accept on " + what +
                                               ": out of file descriptors; closing new "
                                               "connections until some close");
-        (void)acceptWithSpare(acceptor.native_handle(), /*unix_listener=*/false);
+        bool nothing_waiting = false;
+        (void)acceptWithSpare(acceptor.native_handle(), /*unix_listener=*/false, &nothing_waiting);
+        if (nothing_waiting) {
+          co_await acceptor.async_wait(Tcp::acceptor::wait_read, awaitEc(ec));
+          if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
+        }
         continue;
       }
       warnRateLimited("accept-" + what, "accept on " + what + " failed: " + ec.message());
