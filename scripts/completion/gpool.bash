@@ -7,7 +7,8 @@ _gpool() {
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local commands="submit run alloc logs shell queue show cancel nodes top watch up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
-  commands+=" user group quota qos drain resume usage account config token join-token alerts gpu"
+  commands+=" user group quota qos drain resume node usage account config token join-token alerts"
+  commands+=" gpu"
   local global="--socket --server --ca --token-file --json --help --version"
   cmd=""
   local sub=""
@@ -124,6 +125,11 @@ _gpool() {
         "") COMPREPLY=($(compgen -W "show ack --all --limit --help $global" -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
       esac ;;
+    node)
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "remove --help" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+      esac ;;
     usage)
       case "$prev" in
         --by) COMPREPLY=($(compgen -W "user group" -- "$cur")); return ;;
@@ -162,11 +168,12 @@ _gpool() {
       esac ;;
     join-token)
       case "$prev" in
-        --name|--expires-in) return ;;
+        --name|--expires-in|--node) return ;;
       esac
       case "$sub" in
         "") COMPREPLY=($(compgen -W "create --help" -- "$cur")) ;;
-        *) COMPREPLY=($(compgen -W "--name --expires-in --reusable --help $global" -- "$cur")) ;;
+        *) COMPREPLY=($(compgen -W "--name --expires-in --reusable --node --help $global" \
+             -- "$cur")) ;;
       esac ;;
     *) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
   esac

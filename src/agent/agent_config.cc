@@ -51,6 +51,7 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
   s.hpc_job_mapping_dir = a.getString("hpc_job_mapping_dir", "");
   s.cgroup_parent = a.getString("cgroup_parent", s.cgroup_parent);
   s.cgroups = a.getBool("cgroups", true);
+  s.allow_root_tasks = a.getBool("allow_root_tasks", false);
   s.cpu_millis = a.getCpuMillis("cpus", 0);
   s.ram_mib = a.getMemoryMiB("ram", 0);
   s.labels = a.getStringMap("labels");

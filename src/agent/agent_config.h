@@ -33,6 +33,8 @@ struct AgentSettings {
   std::string hpc_job_mapping_dir;
   std::string cgroup_parent = "gpool";
   bool cgroups = true;
+  // Whether tasks may run as root (gpoold refuses root's jobs unless its allow_root_jobs too).
+  bool allow_root_tasks = false;
   uint64_t cpu_millis = 0;                    // 0: the online CPUs
   uint64_t ram_mib = 0;                       // 0: the physical memory
   std::map<std::string, std::string> labels;  // [agent.labels], shown and matched by jobs

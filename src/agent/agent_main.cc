@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   std::map<std::string, std::string> labels;
   bool fence_all_tasks = false;
+  bool allow_root_tasks = false;  // the config file's only: no flag runs tasks as root
   if (!config_path.empty()) {
     Result<agent::AgentSettings> file = agent::readAgentSettings(config_path);
     if (!file.ok()) {
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
     if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
     labels = file->labels;
     fence_all_tasks = file->fence_all_tasks;
+    allow_root_tasks = file->allow_root_tasks;
   }
   if (node_name.empty()) {
     std::fprintf(stderr, "gpool-agent: give this node's name: --node NAME or agent.node\n");
@@ -154,6 +156,7 @@ int main(int argc, char** argv) {
   launcher_options.supervisor_path = supervisor;
   launcher_options.supervisor.use_cgroups = !no_cgroups;
   launcher_options.supervisor.cgroup_parent = cgroup_parent;
+  launcher_options.supervisor.allow_root = allow_root_tasks;
   agent::Launcher launcher(launcher_options);
 
   agent::AgentOptions options;

@@ -256,25 +256,38 @@ Status fromJson(const json& j, Node* out, std::string_view path) {
       checkStatus(r, "labels", validateLabelKey(key));
       r.check(value.size() <= 256, "labels." + key, "is longer than 256 characters");
     }
-    std::set<std::string_view> uuids;
-    std::set<uint32_t> indexes;
-    for (size_t i = 0; i < out->gpus.size(); ++i) {
-      const Gpu& g = out->gpus[i];
-      std::string at = "gpus[" + std::to_string(i) + "]";
-      r.check(uuids.insert(g.uuid).second, at + ".uuid", "GPU '" + g.uuid + "' is listed twice");
-      r.check(indexes.insert(g.index).second, at + ".index",
-              "index " + std::to_string(g.index) + " is used twice");
+  }
+  GPOOL_RETURN_IF_ERROR(r.finish());
+  return validateNodeGpus(*out, path);
+}
+
+Status validateNodeGpus(const Node& node, std::string_view path) {
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return Status::invalidArgument((path.empty() ? "" : std::string(path) + ".") + field + ": " +
+                                   why);
+  };
+  std::set<std::string_view> uuids;
+  std::set<uint32_t> indexes;
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const Gpu& g = node.gpus[i];
+    std::string at = "gpus[" + std::to_string(i) + "]";
+    if (!uuids.insert(g.uuid).second) {
+      return bad(at + ".uuid", "GPU '" + g.uuid + "' is listed twice");
     }
-    for (size_t i = 0; i < out->gpus.size(); ++i) {
-      for (size_t k = 0; k < out->gpus[i].links.size(); ++k) {
-        const std::string& peer = out->gpus[i].links[k].peer_uuid;
-        r.check(uuids.count(peer) != 0,
-                "gpus[" + std::to_string(i) + "].links[" + std::to_string(k) + "].peer_uuid",
-                "peer '" + peer + "' is not a GPU of this node");
+    if (!indexes.insert(g.index).second) {
+      return bad(at + ".index", "index " + std::to_string(g.index) + " is used twice");
+    }
+  }
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    for (size_t k = 0; k < node.gpus[i].links.size(); ++k) {
+      const std::string& peer = node.gpus[i].links[k].peer_uuid;
+      if (uuids.count(peer) == 0) {
+        return bad("gpus[" + std::to_string(i) + "].links[" + std::to_string(k) + "].peer_uuid",
+                   "peer '" + peer + "' is not a GPU of this node");
       }
     }
   }
-  return r.finish();
+  return Status::ok();
 }
 
 }  // namespace gpool::api

@@ -131,6 +131,10 @@ struct Node {
 // Validates a node or label name; `what` names it in the message.
 Status validateNodeName(std::string_view name);
 Status validateLabelKey(std::string_view key);
+// The checks across a node's GPUs, which a GPU alone cannot make: every UUID and index once, and
+// every link to a GPU of this node. InvalidArgument "<path>.gpus[1].uuid: GPU 'X' is listed
+// twice". Run by fromJson(Node) and on every inventory an agent reports.
+Status validateNodeGpus(const Node& node, std::string_view path = "node");
 
 nlohmann::json toJson(const GpuLink& link);
 nlohmann::json toJson(const Gpu& gpu);

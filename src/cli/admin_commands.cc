@@ -80,6 +80,11 @@ Status withFlagNames(Status s, std::string_view prefix, const std::vector<FieldF
     // "quota.max_gpus" also matches inside "quota.max_gpus_milli": take the whole key.
     while (end < m.size() && (std::isalnum(static_cast<unsigned char>(m[end])) || m[end] == '_'))
       ++end;
+    // "group.members[1]" names the flag's second value: "--member".
+    if (end < m.size() && m[end] == '[') {
+      size_t close = m.find(']', end);
+      if (close != std::string::npos) end = close + 1;
+    }
     m.replace(at, end - at, std::string(f.flag));
     break;
   }
@@ -157,7 +162,7 @@ std::string formatFields(const std::vector<std::pair<std::string, std::string>>&
   for (const auto& [k, v] : fields) {
     std::string key = k + ":";
     key.resize(width + 1, ' ');
-    out += key + v;
+    out += key + terminalSafe(v);
     while (!out.empty() && out.back() == ' ')
       out.pop_back();
     out += "\n";
@@ -536,47 +541,14 @@ Status runGroupShow(const GlobalOptions& global, const std::string& name) {
   return Status::ok();
 }
 
-// Adds `user` to or removes them from `group` in their user record; `admin` also makes them a
-// group admin (true) or a plain user (false; an admin stays admin).
-Status changeMember(ApiClient& api, const std::string& user, const std::string& group, bool add,
-                    std::optional<bool> admin, const std::string& command) {
-  GPOOL_RETURN_IF_ERROR(validName(user, "user name", "member"));
-  Result<json> got = getUser(api, user);
-  if (!got.ok()) return explainDenied(got.status(), command, kAdminRole);
-  json record = *got;
-  record.erase("quota");
-  std::vector<std::string> groups = record.value("groups", std::vector<std::string>{});
-  auto it = std::find(groups.begin(), groups.end(), group);
-  if (add && it == groups.end()) groups.push_back(group);
-  if (!add) {
-    if (it == groups.end()) {
-      return Status::invalidArgument("user '" + user + "' is not a member of group '" + group +
-                                     "'");
-    }
-    groups.erase(it);
-  }
-  record["groups"] = groups;
-  std::string role = record.value("role", "user");
-  if (admin && *admin && role == "user") record["role"] = "group-admin";
-  if (admin && !*admin && role == "group-admin") record["role"] = "user";
-  Result<json> put = api.put("/v1/users/" + pathName(user), record.dump());
-  if (!put.ok()) return explainDenied(put.status(), command, kAdminRole);
-  return Status::ok();
-}
-
-Status applyMembers(ApiClient& api, const GroupArgs& a, const std::string& command) {
-  for (const std::string& u : splitList(a.members))
-    GPOOL_RETURN_IF_ERROR(changeMember(api, u, a.name, true, std::nullopt, command));
-  for (const std::string& u : splitList(a.admins))
-    GPOOL_RETURN_IF_ERROR(changeMember(api, u, a.name, true, true, command));
-  for (const std::string& u : splitList(a.remove_admins))
-    GPOOL_RETURN_IF_ERROR(changeMember(api, u, a.name, true, false, command));
-  for (const std::string& u : splitList(a.remove_members))
-    GPOOL_RETURN_IF_ERROR(changeMember(api, u, a.name, false, false, command));
-  return Status::ok();
-}
-
-const std::vector<FieldFlag> kGroupFields = {{"gid", "--gid"}, {"project_dir", "--project-dir"}};
+const std::vector<FieldFlag> kGroupFields = {{"gid", "--gid"},
+                                             {"project_dir", "--project-dir"},
+                                             {"members", "--member"},
+                                             {"admins", "--admin"},
+                                             {"add_members", "--add-member"},
+                                             {"add_admins", "--add-admin"},
+                                             {"remove_members", "--remove-member"},
+                                             {"remove_admins", "--remove-admin"}};
 
 Status printGroupResult(const GlobalOptions& global, ApiClient& api, const std::string& name,
                         const std::string& verb) {
@@ -594,6 +566,23 @@ Status printGroupResult(const GlobalOptions& global, ApiClient& api, const std::
   return Status::ok();
 }
 
+// The body of a membership change: the lists the flags gave, under `keys` (POST's "members",
+// "admins"; PATCH's "add_members", ...).
+void putMembers(json* body, const GroupArgs& a, bool create) {
+  auto put = [&](const char* key, const std::vector<std::string>& flags) {
+    std::vector<std::string> names = splitList(flags);
+    if (!names.empty()) (*body)[key] = names;
+  };
+  put(create ? "members" : "add_members", a.members);
+  put(create ? "admins" : "add_admins", a.admins);
+  if (!create) {
+    put("remove_admins", a.remove_admins);
+    put("remove_members", a.remove_members);
+  }
+}
+
+// The group and its members are one request, applied by gpoold in one transaction: a bad
+// member leaves no group behind.
 Status runGroupAdd(const GlobalOptions& global, const GroupArgs& a) {
   GPOOL_RETURN_IF_ERROR(validName(a.name, "group name", "GROUP"));
   json group{{"name", a.name}};
@@ -610,21 +599,17 @@ Status runGroupAdd(const GlobalOptions& global, const GroupArgs& a) {
     group["gid"] = gr->gr_gid;
   }
   if (a.project_dir_given) group["project_dir"] = a.project_dir;
+  putMembers(&group, a, /*create=*/true);
   GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
-  Result<json> existing = api.get("/v1/groups/" + pathName(a.name));
-  if (existing.ok()) {
-    return Status::alreadyExists("group '" + a.name + "' already exists (change it with `gpool " +
-                                 "group set " + a.name + " ...`)");
-  }
-  if (existing.status().code() != StatusCode::kNotFound) {
-    return explainDenied(existing.status(), "group add", kAdminRole);
-  }
-  Result<json> put = api.put("/v1/groups/" + pathName(a.name), group.dump());
-  if (!put.ok()) {
-    return explainDenied(withFlagNames(put.status(), "group", kGroupFields), "group add",
+  Result<json> made = api.post("/v1/groups", group.dump());
+  if (!made.ok()) {
+    if (made.status().code() == StatusCode::kAlreadyExists) {
+      return Status::alreadyExists("group '" + a.name + "' already exists (change it with " +
+                                   "`gpool group set " + a.name + " ...`)");
+    }
+    return explainDenied(withFlagNames(made.status(), "group", kGroupFields), "group add",
                          kAdminRole);
   }
-  GPOOL_RETURN_IF_ERROR(applyMembers(api, a, "group add"));
   return printGroupResult(global, api, a.name, "Added");
 }
 
@@ -636,37 +621,35 @@ Status runGroupSet(const GlobalOptions& global, const GroupArgs& a) {
         "nothing to change: give --gid, --project-dir, --add-member, --remove-member, "
         "--add-admin or --remove-admin");
   }
-  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
-  Result<json> got = getGroup(api, a.name);
-  if (!got.ok()) return explainDenied(got.status(), "group set", kAdminRole);
-  if (!a.gid.empty() || a.project_dir_given) {
-    json group = *got;
-    group.erase("quota");
-    if (!a.gid.empty()) {
-      GPOOL_ASSIGN_OR_RETURN(uint32_t gid, parseUint32(a.gid, "--gid"));
-      group["gid"] = gid;
-    }
-    if (a.project_dir_given) group["project_dir"] = a.project_dir;
-    Result<json> put = api.put("/v1/groups/" + pathName(a.name), group.dump());
-    if (!put.ok()) {
-      return explainDenied(withFlagNames(put.status(), "group", kGroupFields), "group set",
-                           kAdminRole);
-    }
+  json change = json::object();
+  if (!a.gid.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(uint32_t gid, parseUint32(a.gid, "--gid"));
+    change["gid"] = gid;
   }
-  GPOOL_RETURN_IF_ERROR(applyMembers(api, a, "group set"));
+  if (a.project_dir_given) change["project_dir"] = a.project_dir;
+  putMembers(&change, a, /*create=*/false);
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
+  Result<json> changed =
+      api.call(net::Method::kPatch, "/v1/groups/" + pathName(a.name), change.dump());
+  if (!changed.ok()) {
+    if (changed.status().code() == StatusCode::kNotFound &&
+        changed.status().message().find("group '" + a.name + "'") != std::string::npos) {
+      return Status::notFound("group '" + a.name + "' does not exist (add it with `gpool group " +
+                              "add " + a.name + "`)");
+    }
+    return explainDenied(withFlagNames(changed.status(), "group", kGroupFields), "group set",
+                         kAdminRole);
+  }
   return printGroupResult(global, api, a.name, "Changed");
 }
 
-// Deleting a group leaves its name in the members' user records (membership lives there), so
-// the command takes it out of them too, once the delete itself was allowed.
+// gpoold deletes the group and takes it out of its members' records in one transaction.
 Status runGroupRemove(const GlobalOptions& global, const std::string& name) {
   GPOOL_RETURN_IF_ERROR(validName(name, "group name", "GROUP"));
   GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(Membership m, membership(api));
   Result<json> answer = api.del("/v1/groups/" + pathName(name));
   if (!answer.ok()) return explainDenied(answer.status(), "group remove", kAdminRole);
-  for (const std::string& user : m.members[name])
-    GPOOL_RETURN_IF_ERROR(changeMember(api, user, name, false, std::nullopt, "group remove"));
   if (global.json) {
     (*answer)["members_removed"] = m.members[name];
     printJson(*answer);
@@ -1185,6 +1168,22 @@ Status runResume(const GlobalOptions& global, const std::string& node) {
   return Status::ok();
 }
 
+// An admin takes a server out of the pool: its record, its GPUs (their UUIDs are free for
+// another node again) and its agent's credentials, in one transaction.
+Status runNodeRemove(const GlobalOptions& global, const std::string& node) {
+  GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
+  Result<json> answer = api.del("/v1/nodes/" + pathName(node));
+  if (!answer.ok()) return explainDenied(answer.status(), "node remove", kAdminRole);
+  if (global.json) {
+    printJson(*answer);
+  } else {
+    std::cout << "Removed node " << node
+              << " (its GPUs and its agent's credentials; an agent joins again with a new join "
+                 "token)\n";
+  }
+  return Status::ok();
+}
+
 // ---------------------------------------------------------------- usage
 
 struct UsageArgs {
@@ -1696,6 +1695,20 @@ void registerAdminCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global)
   drain->callback(reporting([global, drain_node, drain_reason] {
     return runDrain(*global, *drain_node, *drain_reason);
   }));
+
+  // ---- node remove
+  auto* node = app.add_subcommand("node", "Remove a server from the pool (admins)");
+  node->require_subcommand(1);
+  node->footer(kFooter);
+  {
+    auto name = std::make_shared<std::string>();
+    auto* remove = node->add_subcommand("remove",
+                                        "Remove a server: its record, GPUs and agent credentials "
+                                        "(admins; nothing may run there)");
+    remove->add_option("NODE", *name, "the node's name (gpool nodes)")->required();
+    remove->footer(kFooter);
+    remove->callback(reporting([global, name] { return runNodeRemove(*global, *name); }));
+  }
 
   auto resume_node = std::make_shared<std::string>();
   auto* resume = app.add_subcommand("resume", "Resume a drained server (admins)");

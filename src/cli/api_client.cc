@@ -16,6 +16,7 @@
 
 #include "api/json_reader.h"
 #include "cli/client_commands.h"
+#include "cli/format.h"
 
 namespace gpool::cli {
 
@@ -343,7 +344,8 @@ std::function<void()> reporting(std::function<Status()> body) {
   return [body = std::move(body)] {
     Status s = body();
     if (s.isOk()) return;
-    std::cerr << "gpool: " << s.message() << "\n";
+    // The message may quote what a user stored (a name, a reason): shown escaped.
+    std::cerr << "gpool: " << terminalSafe(s.message()) << "\n";
     throw CLI::RuntimeError(exitCodeFor(s.code()));
   };
 }

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/text.h"
 #include "common/units.h"
 
 namespace gpool::cli {
@@ -42,21 +43,57 @@ std::vector<std::string> jobNodes(const api::Job& job) {
 
 }  // namespace
 
+std::string terminalSafe(std::string_view text) {
+  return api::escapeForTerminal(text);
+}
+
+std::string shellQuoted(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !word.empty() && word.find_first_not_of(
+                                            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_-+=.,:/@%^") == std::string::npos;
+    if (plain) {
+      out += word;
+    } else if (api::firstUnsafeChar(word).empty()) {
+      out += '\'';
+      for (char c : word) {
+        if (c == '\'') {
+          out += "'\\''";
+        } else {
+          out += c;
+        }
+      }
+      out += '\'';
+    } else {
+      // Bash's ANSI-C quoting: the escapes are the text's, quotes and backslashes escaped.
+      std::string inner;
+      for (char c : word) {
+        if (c == '\'' || c == '\\') inner += '\\';
+        inner += c;
+      }
+      out += "$'" + api::escapeForTerminal(inner) + "'";
+    }
+  }
+  return out;
+}
+
 std::string formatTable(const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows,
                         const std::vector<Align>& align) {
   std::vector<size_t> width(header.size(), 0);
   for (size_t c = 0; c < header.size(); ++c)
-    width[c] = header[c].size();
+    width[c] = terminalSafe(header[c]).size();
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size() && c < width.size(); ++c) {
-      width[c] = std::max(width[c], row[c].size());
+      width[c] = std::max(width[c], terminalSafe(row[c]).size());
     }
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string out;
     for (size_t c = 0; c < width.size(); ++c) {
-      const std::string cell = c < cells.size() ? cells[c] : "";
+      const std::string cell = c < cells.size() ? terminalSafe(cells[c]) : "";
       if (c) out += "  ";
       std::string pad(width[c] - std::min(width[c], cell.size()), ' ');
       bool right = c < align.size() && align[c] == Align::kRight;
@@ -160,7 +197,7 @@ std::string formatJob(const api::Job& job, TimePoint now) {
   if (!s.dependencies.empty()) {
     f.emplace_back("Dependency", api::formatDependencyList(s.dependencies));
   }
-  f.emplace_back("Command", joined(s.command, " "));
+  f.emplace_back("Command", shellQuoted(s.command));
   f.emplace_back("WorkDir", s.working_dir.empty() ? "(home)" : s.working_dir);
   for (const auto& [k, v] : s.env)
     f.emplace_back("Env", k + "=" + v);
@@ -182,7 +219,7 @@ std::string formatJob(const api::Job& job, TimePoint now) {
     width = std::max(width, k.size());
   std::string out;
   for (const auto& [k, v] : f)
-    out += k + ":" + std::string(width - k.size() + 1, ' ') + v + "\n";
+    out += k + ":" + std::string(width - k.size() + 1, ' ') + terminalSafe(v) + "\n";
   return out;
 }
 
@@ -248,7 +285,9 @@ std::string formatNodes(const std::vector<api::Node>& nodes,
   if (simulated) out += "(some GPUs are simulated by the fake backend)\n";
   // What the agents found wrong with the servers themselves (a GPU missing, the driver).
   for (const api::Node& node : nodes) {
-    if (!node.health_reason.empty()) out += node.name + ": " + node.health_reason + "\n";
+    if (!node.health_reason.empty()) {
+      out += terminalSafe(node.name + ": " + node.health_reason) + "\n";
+    }
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/job.h"
@@ -13,6 +14,18 @@
 namespace gpool::cli {
 
 enum class Align { kLeft, kRight };
+
+// Untrusted text (names, reasons, commands, messages from gpoold) made safe for a terminal:
+// control characters and invisible or direction-changing ones become visible escapes ("\e",
+// "\n", "\u202e"), so that nothing a user stored can move another user's cursor, retitle their
+// window or reorder what they read (api::escapeForTerminal). Every formatter below applies it to
+// what it prints.
+std::string terminalSafe(std::string_view text);
+
+// A command line as a shell would take it back: words made of safe characters as they are,
+// others in single quotes, and words with control or invisible characters in $'...' with their
+// escapes (so `gpool show` prints `printf $'x\e[2J'`, never the escape itself).
+std::string shellQuoted(const std::vector<std::string>& argv);
 
 // Columns padded to their widest cell and separated by two spaces; trailing blanks removed;
 // every line ends with '\n'. `align` may be shorter than the header (the rest is kLeft).

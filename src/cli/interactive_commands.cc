@@ -21,6 +21,7 @@
 
 #include "agent/shell_server.h"
 #include "cli/api_client.h"
+#include "cli/format.h"
 
 namespace gpool::cli {
 
@@ -72,7 +73,7 @@ const api::Allocation* allocationOf(const api::Job& job, uint32_t task) {
 
 std::string pendingLine(const api::Job& job) {
   return "gpool: job " + api::formatJobId(job) + " is pending (" +
-         (job.reason.empty() ? std::string("waiting") : job.reason) + ")";
+         (job.reason.empty() ? std::string("waiting") : terminalSafe(job.reason)) + ")";
 }
 
 // One stream of one task, read by offsets.
@@ -434,7 +435,7 @@ Status runForeground(const GlobalOptions& global, const SubmitPlan& plan, int* e
           std::fprintf(stderr, "gpool: job %llu ended %s%s%s\n",
                        static_cast<unsigned long long>(id),
                        std::string(api::jobStateName(job.state)).c_str(),
-                       job.reason.empty() ? "" : ": ", job.reason.c_str());
+                       job.reason.empty() ? "" : ": ", terminalSafe(job.reason).c_str());
         }
         *exit_code = exitCodeOfJob(job);
       }

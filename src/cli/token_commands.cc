@@ -49,6 +49,7 @@ struct CreateArgs {
 
 struct JoinArgs {
   std::string name;
+  std::string node;  // empty: any new node
   std::string expires_in = "1h";
   bool reusable = false;
 };
@@ -60,6 +61,7 @@ Status withFlags(Status s) {
   for (auto [field, flag] :
        {std::pair<std::string_view, std::string_view>{"body.expires_in", "--expires-in"},
         {"body.name", "--name"},
+        {"body.node", "--node"},
         {"body.user", "--user"}}) {
     for (size_t at = m.find(field); at != std::string::npos; at = m.find(field, at)) {
       m.replace(at, field.size(), flag);
@@ -233,6 +235,7 @@ Status runJoinCreate(const GlobalOptions& global, const JoinArgs& a) {
   GPOOL_RETURN_IF_ERROR(checkDuration(a.expires_in));
   json body{{"expires_in", a.expires_in}, {"reusable", a.reusable}};
   if (!a.name.empty()) body["name"] = a.name;
+  if (!a.node.empty()) body["node"] = a.node;
   GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   Result<json> answer = api.post("/v1/join-tokens", body.dump());
   if (!answer.ok()) {
@@ -316,6 +319,11 @@ void registerTokenCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global)
         ->type_name("DURATION");
     create->add_flag("--reusable", a->reusable,
                      "admit any number of nodes until it expires (default: one)");
+    create
+        ->add_option("--node", a->node,
+                     "admit this node only, even when it exists (a reinstalled server takes "
+                     "over its name; the old credentials are revoked when it joins)")
+        ->type_name("NAME");
     create->footer(kFooter);
     create->callback(reporting([global, a] { return runJoinCreate(*global, *a); }));
   }

@@ -18,6 +18,7 @@
 
 #include "api/json_reader.h"
 #include "cli/api_client.h"
+#include "cli/format.h"
 #include "common/status.h"
 #include "net/client.h"
 
@@ -124,7 +125,7 @@ std::string formatTop(const json& answer, int width) {
                        pad(std::to_string(g.value("index", 0)), 3, true) + " " + pad(model, 9) +
                        " " + pad(util, 4, true) + " " + mem + " " + pad(temp, 4, true) + " " +
                        pad(power, 5, true) + " " + tenants;
-    out += line.substr(0, static_cast<size_t>(width)) + "\n";
+    out += terminalSafe(line).substr(0, static_cast<size_t>(width)) + "\n";
   }
   if (total == 0) out += "No GPUs registered yet (start gpool-agent on a GPU server)\n";
   return out;

@@ -13,6 +13,7 @@
 
 #include "cli/api_client.h"
 #include "cli/client_commands.h"
+#include "cli/format.h"
 #include "common/status.h"
 #include "net/client.h"
 
@@ -80,7 +81,7 @@ Status runWatch(const GlobalOptions& global, const WatchArgs& a) {
     }
     std::lock_guard lock(mu);
     if (ended) return;  // --count reached: nothing more
-    std::string line = global.json ? m.dump() : lineFor(m);
+    std::string line = global.json ? m.dump() : terminalSafe(lineFor(m));
     std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
     if (m.value("topic", "") == "jobs") ++job_events;

@@ -217,7 +217,10 @@ Status AgentLink::addRoute(net::Router& router) {
   handler.on_close = [this](const net::WebSocketConnectionPtr& conn, uint16_t, const std::string&) {
     onClose(conn);
   };
-  return router.addWebSocket("/v1/agent", std::move(handler));
+  // An agent's connection stops counting against its address's connection limit once
+  // upgraded: users of the same node cannot crowd it out.
+  return router.addWebSocket("/v1/agent", std::move(handler),
+                             net::RouteOptions{.exempt_from_limits = true});
 }
 
 void AgentLink::onOpen(const net::WebSocketConnectionPtr& conn) {
@@ -272,6 +275,13 @@ size_t AgentLink::connectedCount() const {
 std::map<std::string, std::vector<HealthFinding>> AgentLink::healthFindings() const {
   std::lock_guard lock(findings_mu_);
   return findings_;
+}
+
+void AgentLink::disconnect(const std::string& node, const std::string& why) {
+  SessionPtr session = current(node);
+  if (!session) return;
+  spdlog::warn("node {}: closing its agent's connection: {}", node, why);
+  session->conn->close(kCloseForbidden, why);
 }
 
 void AgentLink::sendFrame(const SessionPtr& session, std::string_view type, json body) {
@@ -366,6 +376,21 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
   }
   api::Node node = apiNodeFrom(hello);
   std::string name = node.name;
+  // An inventory that lists a GPU twice or claims another node's GPU is refused before anything
+  // changes (a join token stays unused): an error naming the GPU, then close 4003.
+  auto refuse = [&](const Status& why) {
+    spdlog::warn("agent connection {}: hello as {} refused: {}", session->conn->id(), name,
+                 why.toString());
+    sendError(
+        session,
+        why.code() == StatusCode::kFailedPrecondition ? "failed_precondition" : "invalid_argument",
+        "body." + why.message(), 0);
+    session->conn->close(kCloseForbidden, why.message());
+    return Status::ok();
+  };
+  if (Status inventory = registry_.checkInventory(node); !inventory.isOk()) {
+    return refuse(inventory);
+  }
   const std::string hostname = hello.node.hostname.empty() ? name : hello.node.hostname;
   // TLS agents: a node credential speaks only for its node; a join token is exchanged for a
   // node credential on the connection's first hello (one transaction in the store).
@@ -396,6 +421,10 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
     }
   }
   Result<int64_t> epoch = registry_.registerNode(std::move(node), session->conn->id());
+  if (!epoch.ok() && (epoch.status().code() == StatusCode::kInvalidArgument ||
+                      epoch.status().code() == StatusCode::kFailedPrecondition)) {
+    return refuse(epoch.status());  // another agent's hello raced this one for a GPU
+  }
   if (!epoch.ok()) {
     spdlog::error("cannot register node {}: {}", name, epoch.status().toString());
     return Status::internal("cannot register the node: " + epoch.status().message());

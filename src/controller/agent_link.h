@@ -127,6 +127,9 @@ class AgentLink final : public AgentGateway, public LogRelay {
   // Sets the health of `node`'s GPUs from its agent's latest findings again (after an admin
   // cleared a hold: the GPU takes what its agent reports now).
   Status reapplyHealth(const std::string& node);
+  // Closes the connection of `node`'s agent, if any, with 4003 and `why` (an admin removed the
+  // node). Thread-safe.
+  void disconnect(const std::string& node, const std::string& why);
 
   // The entries of a `desired_state` for `node`: every task of a RUNNING or COMPLETING job
   // placed there, with its launch description. Store errors are returned.

@@ -118,9 +118,27 @@ Result<Caller> callerFor(store::Store& store, const net::PeerIdentity& peer) {
   }
   GPOOL_ASSIGN_OR_RETURN(Caller caller, callerForUser(store, peer.user, peer.uid));
   if (peer.kind != net::PeerIdentity::Kind::kUnixPeer) {
-    // A token's user: the uid is the user record's (a Unix peer's comes from the kernel).
+    // A token's user has no uid from the kernel. The rule (docs/security.md): the uid of their
+    // user record; without one, the uid of the controller machine's account of that name, but
+    // never root's; without either the request is refused here, before anything runs as a
+    // wrong uid.
     Result<store::UserRecord> record = store.getUser(peer.user);
-    if (record.ok() && record->uid) caller.uid = static_cast<uint32_t>(*record->uid);
+    if (!record.ok() && record.status().code() != StatusCode::kNotFound) return record.status();
+    if (record.ok() && record->uid) {
+      caller.uid = static_cast<uint32_t>(*record->uid);
+    } else {
+      std::optional<uint32_t> local = net::uidForUserName(peer.user);
+      if (!local || *local == 0) {
+        return Status::permissionDenied(
+            "the API token's user '" + peer.user + "' has no user record with a uid" +
+            (local ? " (and is root on the controller's machine, which a token never becomes)"
+                   : " and no account on the controller's machine") +
+            ", so gpoold cannot tell which Unix user they are; an admin adds one: gpool user "
+            "add " +
+            peer.user + " --uid UID");
+      }
+      caller.uid = *local;
+    }
   }
   return caller;
 }
@@ -143,6 +161,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   ctx.alerts = options.alerts;
   ctx.webhooks = options.webhooks;
   ctx.gpu_cleared = options.gpu_cleared;
+  ctx.node_removed = options.node_removed;
   if (!ctx.caller_for) {
     ctx.caller_for = [&store](const net::Request& req) { return callerFor(store, req.peer); };
   }
@@ -157,6 +176,7 @@ Status addApiRoutes(net::Router& router, store::Store& store, JobService& jobs,
   if (added = routes::addTokenRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addMetricsRoutes(router, ctx); !added.isOk()) return added;
   if (added = routes::addAlertRoutes(router, ctx); !added.isOk()) return added;
+  if (added = routes::addGroupRoutes(router, ctx); !added.isOk()) return added;
   return routes::addCatalogRoutes(router, ctx);
 }
 

@@ -22,7 +22,7 @@
 //   GET  /v1/health                          (anonymous)
 //   jobs:   POST/GET /v1/jobs, GET /v1/jobs/{id}, GET /v1/jobs/{id}/events,
 //           POST /v1/jobs/{id}/cancel, POST /v1/jobs/{id}/requeue
-//   nodes:  GET /v1/nodes, GET /v1/nodes/{name}, POST /v1/nodes/{name}/drain|resume,
+//   nodes:  GET /v1/nodes, GET/DELETE /v1/nodes/{name}, POST /v1/nodes/{name}/drain|resume,
 //           POST /v1/nodes/{name}/gpus/{index}/clear (a held GPU back into scheduling),
 //           GET /v1/gpus, GET /v1/summary
 //   telemetry: GET /v1/gpus/{uuid}/telemetry, GET /v1/jobs/{id}/telemetry
@@ -48,8 +48,9 @@ std::string alertUser(const store::AlertRecord& alert);
 
 // Who a request runs as: the peer's user from the kernel (Unix socket) or a token, with the
 // role and groups of the store's user record (a group admin administers the groups they belong
-// to). uid 0 is an admin; a user without a record is a plain user. Unauthenticated for
-// anonymous peers.
+// to). uid 0 on the Unix socket is an admin; a user without a record is a plain user. A token's
+// user gets the uid of their record, else of the controller machine's account of that name;
+// PermissionDenied when neither gives a uid other than 0. Unauthenticated for anonymous peers.
 Result<Caller> callerFor(store::Store& store, const net::PeerIdentity& peer);
 // The caller for a known user name (the part of callerFor after the peer is identified).
 Result<Caller> callerForUser(store::Store& store, const std::string& user, uint32_t uid);
@@ -84,6 +85,9 @@ struct ApiRouteOptions {
   // Called with the node's name after an admin cleared a GPU hold (gpoold: the agent link
   // re-applies the node's latest findings). May be empty.
   std::function<void(const std::string&)> gpu_cleared;
+  // Called after an admin removed a node (DELETE /v1/nodes/{name}), to disconnect its agent
+  // (gpoold: AgentLink::disconnect). Empty: nothing more is done.
+  std::function<void(const std::string&)> node_removed;
 };
 
 // The body of GET /v1/summary: nodes, GPUs and jobs by state (node states derived from what

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_reader.h"
+#include "api/node.h"
+#include "api/text.h"
 #include "common/units.h"
 #include "controller/route_helpers.h"
 
@@ -125,7 +127,9 @@ json tokenJson(const store::TokenRecord& t) {
   put("expires_us", t.expires);
   put("last_used_us", t.last_used);
   put("revoked_us", t.revoked);
-  if (t.kind == store::kTokenKindNode) j["node"] = t.node;
+  if (t.kind == store::kTokenKindNode || (t.kind == store::kTokenKindJoin && !t.node.empty())) {
+    j["node"] = t.node;
+  }
   if (t.kind == store::kTokenKindJoin) {
     j["reusable"] = t.reusable;
     j["uses"] = t.uses;
@@ -148,7 +152,7 @@ Result<std::optional<TimePoint>> expiryFrom(const std::optional<std::string>& te
 
 Status checkName(const std::string& name) {
   if (name.size() > 200) return Status::invalidArgument("body.name: longer than 200 characters");
-  return Status::ok();
+  return api::validateDisplayText(name, "body.name");
 }
 
 }  // namespace
@@ -234,13 +238,21 @@ Status addTokenRoutes(net::Router& router, const Context& ctx) {
             GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, true));
             std::string name;
             std::optional<std::string> expires_in;
+            std::optional<std::string> node;
             bool reusable = false;
             api::ObjectReader r(body, "body");
             r.string("name", &name);
             r.optionalString("expires_in", &expires_in);
             r.boolean("reusable", &reusable);
+            // A token for one node: lets a machine join under an existing node's name (a
+            // reinstalled server), which an ordinary join token refuses.
+            r.optionalString("node", &node);
             GPOOL_RETURN_IF_ERROR(r.finish());
             GPOOL_RETURN_IF_ERROR(checkName(name));
+            if (node) {
+              Status valid = api::validateNodeName(*node);
+              if (!valid.isOk()) return valid.withContext("body.node");
+            }
             TimePoint now = ctx.clock->now();
             // A join token always expires: it is a shared secret typed into machines.
             GPOOL_ASSIGN_OR_RETURN(std::optional<TimePoint> expires,
@@ -255,6 +267,7 @@ Status addTokenRoutes(net::Router& router, const Context& ctx) {
             record.created = now;
             record.expires = expires;
             record.reusable = reusable;
+            record.node = node.value_or("");
             GPOOL_ASSIGN_OR_RETURN(record.id, ctx.store->createToken(record, caller.user));
             spdlog::info("{} created {} join token {} ({})", caller.user,
                          reusable ? "a reusable" : "a one-time", record.id, t.id);

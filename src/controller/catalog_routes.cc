@@ -152,7 +152,10 @@ struct AccountKind<api::Group> {
     return store::saveApiGroup(s, group);
   }
   static bool exists(store::Store& s, const std::string& name) { return s.getGroup(name).ok(); }
-  static Status remove(store::Store& s, const std::string& name) { return s.deleteGroup(name); }
+  // With the group taken out of its members' records in the same transaction.
+  static Status remove(store::Store& s, const std::string& name) {
+    return removeGroupWithMembers(s, name, nullptr);
+  }
   // Group names and directories are no secret: everyone may read them (to pick a group to
   // submit into).
   static bool visible(const Caller&, const api::Group&) { return true; }

@@ -222,6 +222,15 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
   s.api_threads = ctl.getInt("api_threads", defaultApiThreads(), 1, 256);
   s.api_blocking_threads = ctl.getInt("api_blocking_threads", 16, 0, 1024);
+  s.read_timeout_s = ctl.getDuration("read_timeout", 10);
+  s.idle_timeout_s = ctl.getDuration("idle_timeout", 60);
+  s.max_connections_per_user = ctl.getInt("max_connections_per_user", 64, 0, 1'000'000);
+  s.max_connections_per_address = ctl.getInt("max_connections_per_address", 256, 0, 1'000'000);
+  s.max_connections = ctl.getInt("max_connections", 0, 0, 10'000'000);
+  s.allow_root_jobs = ctl.getBool("allow_root_jobs", false);
+  s.min_job_uid = ctl.getInt("min_job_uid", 1, 0, 4'294'967'295);
+  if (s.read_timeout_s <= 0) ctl.fail("read_timeout", "must be positive");
+  if (s.idle_timeout_s <= 0) ctl.fail("idle_timeout", "must be positive");
   if (s.node_down_after_s <= 0) ctl.fail("node_down_after", "must be positive");
   if (s.schedule_interval_s <= 0) ctl.fail("schedule_interval", "must be positive");
   if (s.lease_duration_s <= 0) ctl.fail("lease_duration", "must be positive");

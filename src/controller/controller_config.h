@@ -103,6 +103,20 @@ struct ControllerSettings {
   // which mostly wait for their durable commit: that many can wait at once, sharing fsyncs,
   // without holding the API threads that serve reads. 0 runs them on the API threads.
   int64_t api_blocking_threads = 16;
+  // The API's abuse limits (net::ServerOptions): a request must arrive whole within
+  // read_timeout of its first byte; a connection may wait idle_timeout for a request; a local
+  // user may hold max_connections_per_user connections of the Unix socket, a TCP address
+  // max_connections_per_address, and all unprivileged peers together max_connections (0:
+  // derived from the open-file limit). 0 means no limit for the three counts.
+  int64_t read_timeout_s = 10;
+  int64_t idle_timeout_s = 60;
+  int64_t max_connections_per_user = 64;
+  int64_t max_connections_per_address = 256;
+  int64_t max_connections = 0;
+  // Who may run jobs: root's jobs are refused at submission unless allow_root_jobs (the agents
+  // must allow them too); any other uid below min_job_uid is refused.
+  bool allow_root_jobs = false;
+  int64_t min_job_uid = 1;
   logging::LogOptions log;
   AlertSettings alerts;
 };

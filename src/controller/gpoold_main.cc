@@ -24,6 +24,7 @@
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -91,7 +92,7 @@ Result<store::StorePtr> openStore(const Settings& s) {
   return store::StorePtr(std::move(lite));
 }
 
-int run(const std::string& config_path, bool once) {
+int run(const std::string& config_path, bool once, bool list_routes) {
   Result<Settings> settings = readControllerSettings(config_path);
   if (!settings.ok()) {
     std::cerr << "gpoold: " << settings.status().message() << "\n";
@@ -152,6 +153,8 @@ int run(const std::string& config_path, bool once) {
   }
   JobServiceOptions service_options;
   service_options.log_relay = &gateway;  // logs of tasks on other servers, through their agents
+  service_options.allow_root_jobs = settings->allow_root_jobs;
+  service_options.min_job_uid = static_cast<uint32_t>(settings->min_job_uid);
   JobService service(**store, registry, clock, &loop, service_options);
   if (once) {
     Result<PassReport> r = loop.runOnce();
@@ -200,7 +203,8 @@ int run(const std::string& config_path, bool once) {
   std::unique_ptr<net::Server> server;
   std::unique_ptr<net::Server> scrape_server;
   StoreTokenVerifier tokens(**store, clock);
-  if (!settings->socket.empty() || settings->tls_port >= 0 || settings->http_port >= 0) {
+  if (!settings->socket.empty() || settings->tls_port >= 0 || settings->http_port >= 0 ||
+      list_routes) {
     net::Router router;
     ApiRouteOptions api_options;
     api_options.user_usage = [&loop](const std::string& user) { return loop.userUsage(user); };
@@ -215,6 +219,9 @@ int run(const std::string& config_path, bool once) {
     api_options.gpu_cleared = [&gateway](const std::string& node) {
       if (Status s = gateway.reapplyHealth(node); !s.isOk())
         spdlog::warn("node {}: {}", node, s.toString());
+    };
+    api_options.node_removed = [&gateway](const std::string& node) {
+      gateway.disconnect(node, "node " + node + " was removed by an admin");
     };
     if (Status s = addApiRoutes(router, **store, service, registry, api_options); !s.isOk()) {
       spdlog::error("cannot set up the API routes: {}", s.toString());
@@ -241,6 +248,20 @@ int run(const std::string& config_path, bool once) {
       spdlog::error("cannot set up the dashboard routes: {}", s.toString());
       return 1;
     }
+    if (list_routes) {
+      // Every route the listeners serve, one JSON object a line: what the authorisation matrix
+      // test (tests/controller/authz_matrix_test.cc) walks, so that a new route without a rule
+      // fails it.
+      for (const net::Router::Route& r : router.routes()) {
+        std::cout << nlohmann::json{{"method", std::string(net::methodName(r.method))},
+                                    {"pattern", r.pattern},
+                                    {"websocket", r.is_websocket},
+                                    {"anonymous", r.options.allow_anonymous}}
+                         .dump()
+                  << "\n";
+      }
+      return 0;
+    }
     if (Status s = feed.start(); !s.isOk()) {
       spdlog::error("cannot start the live feed: {}", s.toString());
       return 1;
@@ -266,6 +287,13 @@ int run(const std::string& config_path, bool once) {
       spdlog::error("cannot set up the API's metrics: {}", counted.status().toString());
       return 1;
     }
+    server_options.read_timeout = std::chrono::seconds(settings->read_timeout_s);
+    server_options.idle_timeout = std::chrono::seconds(settings->idle_timeout_s);
+    server_options.max_connections_per_user =
+        static_cast<size_t>(settings->max_connections_per_user);
+    server_options.max_connections_per_address =
+        static_cast<size_t>(settings->max_connections_per_address);
+    server_options.max_connections = static_cast<size_t>(settings->max_connections);
     server = std::make_unique<net::Server>(server_options, std::move(*counted));
     if (Status s = server->start(); !s.isOk()) {
       spdlog::error("cannot serve the API: {}", s.toString());
@@ -276,6 +304,9 @@ int run(const std::string& config_path, bool once) {
       // Tests read the port (tls_listen may ask for port 0) from this line.
       std::cout << "tls " << settings->tls_host << ":" << server->tcpPort() << std::endl;
     }
+    spdlog::info("connection limits: {} per user, {} per address, {} in all (0: none)",
+                 server_options.max_connections_per_user,
+                 server_options.max_connections_per_address, server->connectionLimit());
     if (settings->http_port >= 0) {
       spdlog::info("HTTP listener (loopback) on {}:{}", settings->http_host, server->httpPort());
       // Tests and `gpool up` read the port (http_listen may ask for port 0) from this line.
@@ -338,10 +369,13 @@ int main(int argc, char** argv) {
   bool once = false;
   app.add_option("-c,--config", config_path, "TOML configuration file");
   app.add_flag("--once", once, "run one scheduling pass and exit (checks and scripts)");
+  bool list_routes = false;
+  app.add_flag("--routes", list_routes,
+               "print every route of the API (method, pattern) as JSON lines and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  return gpool::controller::run(config_path, once);
+  return gpool::controller::run(config_path, once, list_routes);
 }

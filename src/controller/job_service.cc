@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/text.h"
 #include "api/user.h"
 #include "common/units.h"
 #include "store/api_codec.h"
@@ -206,11 +207,26 @@ Result<std::vector<int64_t>> JobService::submit(const Caller& caller,
   std::string user = request.user.empty() ? caller.user : request.user;
   GPOOL_RETURN_IF_ERROR(checkSubmit(caller, user, request.group));
   GPOOL_RETURN_IF_ERROR(api::validateJobSpec(request.spec));
+  // Checked here, on what is submitted from now on, not in validateJobSpec: jobs stored before
+  // the rule must still decode.
+  GPOOL_RETURN_IF_ERROR(api::validateDisplayText(request.spec.name, "job.name"));
   GPOOL_RETURN_IF_ERROR(checkAgainstPool(request.spec));
   GPOOL_RETURN_IF_ERROR(checkDependencies(request.spec));
   api::JobSpec spec = request.spec;
   GPOOL_RETURN_IF_ERROR(applyLimits(user, request.group, &spec));
   uint32_t uid = user == caller.user ? caller.uid : request.uid;
+  // Refused here, with the reason, rather than placed and then failed by the agent.
+  if (uid == 0 && !options_.allow_root_jobs) {
+    return Status::permissionDenied(
+        "user '" + user +
+        "' has uid 0: this pool does not run jobs as root (controller.allow_root_jobs); submit "
+        "as an ordinary user");
+  }
+  if (uid != 0 && uid < options_.min_job_uid) {
+    return Status::permissionDenied(
+        "user '" + user + "' has uid " + std::to_string(uid) + ", below this pool's min_job_uid " +
+        std::to_string(options_.min_job_uid) + ": system accounts may not run jobs");
+  }
   GPOOL_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
                          store::submitApiJob(store_, user, uid, request.group, spec, clock_.now()));
   if (listener_) listener_->jobsChanged();

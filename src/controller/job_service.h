@@ -59,6 +59,11 @@ struct JobServiceOptions {
   // Where the logs of tasks on other servers are read (gpoold: the AgentLink); null: only logs
   // on the controller's machine are readable. Must outlive the service.
   LogRelay* log_relay = nullptr;
+  // Who may run jobs (gpoold's controller.allow_root_jobs and min_job_uid): a job whose user
+  // is root is refused at submission unless allow_root_jobs; any other uid below min_job_uid
+  // too. Agents refuse root's tasks on their own unless they allow them as well.
+  bool allow_root_jobs = false;
+  uint32_t min_job_uid = 1;
 };
 
 class JobService {

@@ -91,9 +91,33 @@ void NodeRegistry::notify(const std::vector<NodeChange>& changes) {
     listener(c);
 }
 
-Result<int64_t> NodeRegistry::registerNode(api::Node node, uint64_t connection) {
+Status NodeRegistry::checkInventory(const api::Node& node) const {
+  std::lock_guard lock(mu_);
+  return checkInventoryLocked(node);
+}
+
+Status NodeRegistry::checkInventoryLocked(const api::Node& node) const {
   GPOOL_RETURN_IF_ERROR(api::validateNodeName(node.name));
+  // A report that lists a GPU twice would be stored and then break every listing of the nodes.
+  GPOOL_RETURN_IF_ERROR(api::validateNodeGpus(node, "gpus"));
+  // A GPU belongs to the node that reported it first, until an admin removes that node: an
+  // agent cannot move another server's GPU (and its jobs' view of it) to itself.
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    for (const auto& [other_name, other] : nodes_) {
+      if (other_name == node.name || other.findGpu(node.gpus[i].uuid) == nullptr) continue;
+      return Status::failedPrecondition("gpus.gpus[" + std::to_string(i) + "].uuid: GPU '" +
+                                        node.gpus[i].uuid + "' belongs to node '" + other_name +
+                                        "'; it is released when an admin removes that "
+                                        "node (gpool node remove " +
+                                        other_name + ")");
+    }
+  }
+  return Status::ok();
+}
+
+Result<int64_t> NodeRegistry::registerNode(api::Node node, uint64_t connection) {
   std::unique_lock lock(mu_);
+  GPOOL_RETURN_IF_ERROR(checkInventoryLocked(node));
   TimePoint now = clock_.now();
   auto it = nodes_.find(node.name);
   // An admin's drain survives the agent reconnecting; a lost node comes back IDLE.
@@ -130,6 +154,22 @@ void NodeRegistry::agentDisconnected(const std::string& name, uint64_t connectio
 bool NodeRegistry::agentConnected(const std::string& name) const {
   std::lock_guard lock(mu_);
   return connections_.count(name) > 0;
+}
+
+Status NodeRegistry::removeNode(const std::string& name, const std::string& actor) {
+  std::unique_lock lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Status::notFound("node '" + name + "' does not exist");
+  GPOOL_RETURN_IF_ERROR(store_.removeNode(name, clock_.now(), actor));
+  NodeChange change{name, "removed", "", "removed by " + actor};
+  // The epoch stays: a node that joins again under this name must get a greater one.
+  nodes_.erase(it);
+  connections_.erase(name);
+  contact_.erase(name);
+  summariseLocked();
+  lock.unlock();
+  notify({change});
+  return Status::ok();
 }
 
 Status NodeRegistry::heartbeat(const std::string& name) {

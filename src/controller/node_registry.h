@@ -44,10 +44,10 @@ struct PoolSummary {
   std::set<std::pair<std::string, std::string>> labels;  // every (key, value) some node has
 };
 
-// One change of a node, for live updates: `change` is "registered", "down", "drain", "resume"
-// or "health"; `state` is the node's registry state after it (api::nodeStateName) and `reason`
-// its state reason, or for "health" the GPUs that are not healthy and why ("every GPU healthy"
-// when none).
+// One change of a node, for live updates: `change` is "registered", "down", "drain", "resume",
+// "health" or "removed"; `state` is the node's registry state after it (api::nodeStateName) and
+// `reason` its state reason, or for "health" the GPUs that are not healthy and why ("every GPU
+// healthy" when none).
 struct NodeChange {
   std::string node;
   std::string change;
@@ -67,10 +67,22 @@ class NodeRegistry {
 
   // An agent's hello: stores the node with exactly these GPUs, marks it IDLE (the loop derives
   // MIXED/ALLOCATED), and returns the new node epoch (strictly increasing per node, also across
-  // controller restarts since it starts from the clock). InvalidArgument for a bad name. The
+  // controller restarts since it starts from the clock). InvalidArgument for a bad name or an
+  // inventory that lists a GPU (UUID or index) twice (api::validateNodeGpus, path "gpus");
+  // FailedPrecondition for a GPU UUID that belongs to another node: a GPU stays bound to its
+  // node until an admin removes that node (removeNode). Nothing changes on an error. The
   // node's agent counts as connected through `connection` (the AgentLink's connection id; 0
   // when the caller tracks none) until agentDisconnected names that connection.
   Result<int64_t> registerNode(api::Node node, uint64_t connection = 0);
+  // registerNode's checks of an inventory alone, without registering: for the agent link to
+  // refuse a hello before it spends a join token on it.
+  Status checkInventory(const api::Node& node) const;
+
+  // An admin's removal: the node, its GPUs and its agent's credentials go from the store in one
+  // transaction (Store::removeNode), then from the registry; its GPU UUIDs are free for another
+  // node. NotFound for an unknown node. The caller checks that nothing runs there and
+  // disconnects its agent.
+  Status removeNode(const std::string& name, const std::string& actor);
 
   // The agent connection `connection` of `name` closed: the node gets no new work (the loop
   // reads agentConnected) until its agent says hello again; its running work stays. A
@@ -128,7 +140,7 @@ class NodeRegistry {
   std::shared_ptr<const PoolSummary> poolSummary() const;
 
   // Called after each change is stored (registerNode, a node going DOWN, drain, resume, a change
-  // of GPU health), on the
+  // of GPU health, "removed"), on the
   // changing thread and outside the registry's lock; must return quickly. Set it before
   // concurrent use; an empty function removes it.
   void setChangeListener(std::function<void(const NodeChange&)> listener);
@@ -136,6 +148,7 @@ class NodeRegistry {
 
  private:
   Status saveLocked(const api::Node& node);
+  Status checkInventoryLocked(const api::Node& node) const;
   void summariseLocked();
   void notify(const std::vector<NodeChange>& changes);
 

@@ -10,6 +10,7 @@
 #include "api/job.h"
 #include "api/json_reader.h"
 #include "api/node.h"
+#include "api/text.h"
 #include "controller/api_routes.h"
 #include "controller/route_helpers.h"
 #include "store/api_codec.h"
@@ -174,27 +175,28 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
              }));
   if (!added.isOk()) return added;
 
-  added = router.add(net::Method::kPost, "/v1/nodes/{name}/drain",
-                     authed(ctx, {},
-                            [&registry, &store](const Caller& caller,
-                                                const net::Request& req) -> Result<net::Response> {
-                              GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
-                              GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
-                              GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
-                              std::string reason;
-                              api::ObjectReader r(body, "body");
-                              r.string("reason", &reason, api::Presence::kRequired);
-                              r.check(reason.find_first_not_of(" \t") != std::string::npos,
-                                      "reason", "must not be empty (say why the node is drained)");
-                              r.check(reason.size() <= kMaxReasonBytes, "reason",
-                                      "longer than " + std::to_string(kMaxReasonBytes) + " bytes");
-                              GPOOL_RETURN_IF_ERROR(r.finish());
-                              GPOOL_RETURN_IF_ERROR(registry.drain(name, reason));
-                              GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
-                              GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
-                              return jsonResponse(
-                                  200, api::toJson(withDerivedState(std::move(node), use)));
-                            }));
+  added = router.add(
+      net::Method::kPost, "/v1/nodes/{name}/drain",
+      authed(ctx, {},
+             [&registry, &store](const Caller& caller,
+                                 const net::Request& req) -> Result<net::Response> {
+               GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+               GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+               GPOOL_ASSIGN_OR_RETURN(json body, parseObjectBody(req, false));
+               std::string reason;
+               api::ObjectReader r(body, "body");
+               r.string("reason", &reason, api::Presence::kRequired);
+               r.check(reason.find_first_not_of(" \t") != std::string::npos, "reason",
+                       "must not be empty (say why the node is drained)");
+               r.check(reason.size() <= kMaxReasonBytes, "reason",
+                       "longer than " + std::to_string(kMaxReasonBytes) + " bytes");
+               GPOOL_RETURN_IF_ERROR(r.finish());
+               GPOOL_RETURN_IF_ERROR(api::validateDisplayText(reason, "body.reason"));
+               GPOOL_RETURN_IF_ERROR(registry.drain(name, reason));
+               GPOOL_ASSIGN_OR_RETURN(api::Node node, registry.node(name));
+               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+               return jsonResponse(200, api::toJson(withDerivedState(std::move(node), use)));
+             }));
   if (!added.isOk()) return added;
 
   added = router.add(
@@ -228,6 +230,30 @@ Status addNodeRoutes(net::Router& router, const Context& ctx) {
                               return jsonResponse(
                                   200, api::toJson(withDerivedState(std::move(node), use)));
                             }));
+  if (!added.isOk()) return added;
+
+  // An admin removes a node (a server taken out of the pool, or one whose agent reported
+  // nonsense): its record, GPUs and credentials go in one transaction, and its GPU UUIDs are
+  // free for another node. Refused while jobs hold it.
+  added = router.add(
+      net::Method::kDelete, "/v1/nodes/{name}",
+      authed(ctx, {},
+             [&registry, &store, ctx](const Caller& caller,
+                                      const net::Request& req) -> Result<net::Response> {
+               GPOOL_RETURN_IF_ERROR(checkNodeAdmin(caller));
+               GPOOL_ASSIGN_OR_RETURN(std::string name, nodeName(req));
+               GPOOL_RETURN_IF_ERROR(expectNoBody(req));
+               GPOOL_RETURN_IF_ERROR(registry.node(name).status());
+               GPOOL_ASSIGN_OR_RETURN(PoolUse use, poolUse(store));
+               if (use.busy_nodes.count(name) > 0) {
+                 return Status::failedPrecondition(
+                     "node '" + name + "' still runs jobs: drain it (gpool drain " + name +
+                     " --reason ...) and wait for them to end, or cancel them, then remove it");
+               }
+               GPOOL_RETURN_IF_ERROR(registry.removeNode(name, caller.user));
+               if (ctx.node_removed) ctx.node_removed(name);
+               return jsonResponse(200, json{{"deleted", name}});
+             }));
   if (!added.isOk()) return added;
 
   added = router.add(net::Method::kGet, "/v1/gpus",

@@ -47,6 +47,7 @@ struct Context {
   AlertEngine* alerts = nullptr;                        // null: acks answer 503
   const WebhookSender* webhooks = nullptr;              // null: no webhooks
   std::function<void(const std::string&)> gpu_cleared;  // may be empty (ApiRouteOptions)
+  std::function<void(const std::string&)> node_removed;  // may be empty (ApiRouteOptions)
 };
 
 using Body = std::function<Result<net::Response>(const Caller&, const net::Request&)>;
@@ -73,5 +74,11 @@ Status addTelemetryRoutes(net::Router& router, const Context& ctx);
 Status addTokenRoutes(net::Router& router, const Context& ctx);    // api_tokens.cc
 Status addMetricsRoutes(net::Router& router, const Context& ctx);  // metrics.cc
 Status addAlertRoutes(net::Router& router, const Context& ctx);    // alert_routes.cc
+Status addGroupRoutes(net::Router& router, const Context& ctx);    // group_routes.cc
+
+// Deletes group `name`, its quota, and the group from the records of its members, in one
+// transaction; the members it was removed from in *members_removed (may be null).
+Status removeGroupWithMembers(store::Store& store, const std::string& name,
+                              std::vector<std::string>* members_removed);
 
 }  // namespace gpool::controller::routes

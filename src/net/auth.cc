@@ -172,4 +172,22 @@ std::string userNameForUid(uint32_t uid) {
   return "#" + std::to_string(uid);
 }
 
+std::optional<uint32_t> uidForUserName(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  long size = sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::string buf(size > 0 ? static_cast<size_t>(size) : 16384, '\0');
+  struct passwd pw;
+  struct passwd* result = nullptr;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int rc = getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &result);
+    if (rc == ERANGE) {
+      buf.resize(buf.size() * 4);
+      continue;
+    }
+    if (rc == 0 && result != nullptr) return static_cast<uint32_t>(result->pw_uid);
+    break;
+  }
+  return std::nullopt;
+}
+
 }  // namespace gpool::net

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -100,5 +101,7 @@ Result<std::string> bearerTokenFromHeader(std::string_view header_value);
 
 // The user name for `uid` from the password database (getpwuid_r), or "#<uid>" if it has none.
 std::string userNameForUid(uint32_t uid);
+// The uid of user `name` in the password database (getpwnam_r), or nullopt if there is none.
+std::optional<uint32_t> uidForUserName(const std::string& name);
 
 }  // namespace gpool::net

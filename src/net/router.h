@@ -25,6 +25,10 @@ struct RouteOptions {
   // runs on the server's pool for such handlers (ServerOptions::blocking_threads), so that its
   // wait does not hold one of the few I/O threads that serve every other request.
   bool blocking = false;
+  // WebSocket routes: once upgraded, the connection no longer counts against its peer's
+  // connection limits (ServerOptions::max_connections*). For the agents' link: a flood of
+  // connections from a node's address must not take the place its agent holds.
+  bool exempt_from_limits = false;
 };
 
 // Maps (method, path) to handlers. Patterns are '/'-separated segments, each either a literal

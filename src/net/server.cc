@@ -1,7 +1,9 @@
 #include "net/server.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -26,12 +28,15 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
+#include <cerrno>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gpool::net {
@@ -55,6 +60,18 @@ using TlsStream = beast::ssl_stream<PlainStream>;
 
 constexpr auto kAwait = asio::use_awaitable;
 
+// What an idle connection reads when its next request starts: the read that ends the idle wait.
+constexpr size_t kFirstReadBytes = 4096;
+
+// A 429 for a connection refused by a connection limit, written straight to its socket.
+std::string refusalResponse(const std::string& why) {
+  std::string body = errorBody("resource_exhausted", why);
+  return fmt::format(
+      "HTTP/1.1 429 Too Many Requests\r\nServer: gpoold\r\nContent-Type: application/json\r\n"
+      "Content-Length: {}\r\nRetry-After: 5\r\nConnection: close\r\n\r\n{}",
+      body.size(), body);
+}
+
 auto awaitEc(error_code& ec) {
   return asio::redirect_error(kAwait, ec);
 }
@@ -75,6 +92,89 @@ struct SessionControl {
   // Asks the connection to end: when idle (or `force`), at once; otherwise after the request in
   // progress.
   std::function<void(bool force)> on_stop;
+};
+
+// The connection limits' counts (ServerOptions::max_connections*). Thread-safe.
+class ConnectionLimits {
+ public:
+  // Limits of 0 mean none.
+  void configure(size_t per_user, size_t per_address, size_t total) {
+    per_user_ = per_user;
+    per_address_ = per_address;
+    total_ = total;
+  }
+  size_t total() const { return total_; }
+
+  // Takes a place for a connection of `key` ("uid N" on the Unix socket, "address A" on TCP),
+  // or says in *why which limit refuses it. Privileged peers are never refused and not counted.
+  bool admit(const std::string& key, bool unix_peer, bool privileged, std::string* why) {
+    if (privileged) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t& mine = open_by_peer_[key];
+    const size_t per_peer = unix_peer ? per_user_ : per_address_;
+    if (per_peer > 0 && mine >= per_peer) {
+      *why = fmt::format("too many connections from {}: {} open, the limit is {} ({})", key, mine,
+                         per_peer,
+                         unix_peer ? "max_connections_per_user" : "max_connections_per_address");
+      return false;
+    }
+    if (total_ > 0 && open_ >= total_) {
+      if (mine == 0) open_by_peer_.erase(key);
+      *why = fmt::format(
+          "the server has {} connections open, its limit for unprivileged peers "
+          "(max_connections); try again shortly",
+          open_);
+      return false;
+    }
+    ++mine;
+    ++open_;
+    return true;
+  }
+  void release(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = open_by_peer_.find(key);
+    if (it == open_by_peer_.end()) return;
+    if (--it->second == 0) open_by_peer_.erase(it);
+    --open_;
+  }
+
+ private:
+  size_t per_user_ = 0;
+  size_t per_address_ = 0;
+  size_t total_ = 0;
+  std::mutex mu_;
+  std::map<std::string, size_t> open_by_peer_;  // GUARDED_BY(mu_)
+  size_t open_ = 0;                             // GUARDED_BY(mu_)
+};
+
+// A connection's place in the ConnectionLimits, given back when the connection ends (or is
+// exempted). Move-only; owned by the connection's coroutine.
+class ConnectionSlot {
+ public:
+  ConnectionSlot() = default;
+  ConnectionSlot(ConnectionLimits* limits, std::string key)
+      : limits_(limits), key_(std::move(key)) {}
+  ConnectionSlot(ConnectionSlot&& other) noexcept
+      : limits_(std::exchange(other.limits_, nullptr)), key_(std::move(other.key_)) {}
+  ConnectionSlot& operator=(ConnectionSlot&& other) noexcept {
+    if (this != &other) {
+      release();
+      limits_ = std::exchange(other.limits_, nullptr);
+      key_ = std::move(other.key_);
+    }
+    return *this;
+  }
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+  ~ConnectionSlot() { release(); }
+  // Gives the place back now (the connection goes on, no longer counted).
+  void release() {
+    if (limits_ != nullptr) std::exchange(limits_, nullptr)->release(key_);
+  }
+
+ private:
+  ConnectionLimits* limits_ = nullptr;  // null: holds no place (privileged, or released)
+  std::string key_;
 };
 
 class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
@@ -102,11 +202,31 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   Status start();
   void stop();
 
+  // Takes a place in limits_ for a new connection: a slot holding it, or nullopt when a limit
+  // refuses it (then the connection is answered and closed, and the refusal counted).
+  std::optional<ConnectionSlot> admit(int fd, const std::string& key, bool unix_peer,
+                                      bool privileged, bool tls);
+  // At most one warning a second per `what` (accept errors and refusals come in floods).
+  void warnRateLimited(const std::string& what, const std::string& message);
+  // The spare descriptor (spare_fd_), opened if it is not held; false when no descriptor is
+  // free for it. Accept loops run only while it is held, so that a connection never takes the
+  // place the spare needs.
+  bool holdSpare();
+  // The accept loop ran out of file descriptors: closes the spare, takes the next waiting
+  // connection with its place, and returns it when its peer is privileged (a Unix peer with uid
+  // 0 or the server's own); anyone else is closed (counted as refused) and -1 returned. Takes
+  // the spare again where it can. *nothing_waiting is set when no connection was waiting: the
+  // kernel's accept fails for want of a descriptor before it looks at the queue, so the caller
+  // must then wait for the listener to become readable instead of accepting again (a loop).
+  int acceptWithSpare(int listen_fd, bool unix_listener, bool* nothing_waiting);
+  // Admits and serves an accepted Unix-socket connection (peer credentials, limits).
+  void serveUnix(Local::socket socket);
+
   // `token_auth`: the peers prove who they are with a bearer token (TLS and plain-HTTP TCP),
   // not by the kernel's peer credentials (Unix socket, given as `peer`).
   template <class Stream>
   asio::awaitable<void> runHttpSession(std::shared_ptr<SessionControl> ctl, Stream stream,
-                                       PeerIdentity peer, bool token_auth);
+                                       PeerIdentity peer, bool token_auth, ConnectionSlot slot);
   template <class Stream>
   asio::awaitable<void> runWebSocket(std::shared_ptr<SessionControl> ctl, Stream stream,
                                      http::request<http::string_body> upgrade, Request req,
@@ -115,9 +235,9 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   // Accepts on a TCP listener (TLS or loopback HTTP) until it is closed, and hands each
   // connection, on its own strand and with Nagle off, to `serve`. `what` names the listener in
   // warnings.
-  asio::awaitable<void> acceptTcp(Tcp::acceptor& acceptor, std::string what,
-                                  std::function<void(Tcp::socket)> serve);
-  asio::awaitable<void> runTlsConnection(Tcp::socket socket);
+  asio::awaitable<void> acceptTcp(Tcp::acceptor& acceptor, std::string what, bool tls,
+                                  std::function<void(Tcp::socket, ConnectionSlot)> serve);
+  asio::awaitable<void> runTlsConnection(Tcp::socket socket, ConnectionSlot slot);
 
   // Builds our Request from Beast's, authenticates it and runs the route. Never throws.
   Response dispatch(Request& req, const Router::Match& match, bool tls);
@@ -168,11 +288,21 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   std::atomic<uint64_t> requests_served_{0};
   std::atomic<uint64_t> handler_exceptions_{0};
   std::atomic<uint64_t> ws_counter_{0};
+  std::atomic<uint64_t> connections_refused_{0};
+  ConnectionLimits limits_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
   bool stopped_ = false;
   int tcp_port_ = -1;
   int http_port_ = -1;
+
+  // Rate limit of warnRateLimited: last warning time and warnings suppressed since, per kind.
+  std::mutex warned_mu_;
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, uint64_t>>
+      warned_;  // GUARDED_BY(warned_mu_)
+  // A descriptor kept open (on /dev/null) to be closed when accept fails for want of
+  // descriptors; touched only on accept_strand_.
+  int spare_fd_ = -1;
 
   std::mutex sessions_mu_;
   std::condition_variable sessions_cv_;
@@ -345,7 +475,7 @@ asio::awaitable<Response> Server::Impl::dispatchOnBlockingPool(Request& req,
 template <class Stream>
 asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionControl> ctl,
                                                    Stream stream, PeerIdentity peer,
-                                                   bool token_auth) {
+                                                   bool token_auth, ConnectionSlot slot) {
   SessionGuard guard{this, ctl};
   const bool tls = token_auth;
   ctl->on_stop = [&stream, ctl_raw = ctl.get()](bool force) {
@@ -360,13 +490,24 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
       parser.header_limit(static_cast<std::uint32_t>(options_.max_header_bytes));
       parser.body_limit(options_.max_body_bytes);
       error_code ec;
-      beast::get_lowest_layer(stream).expires_after(buffer.size() == 0 ? options_.idle_timeout
-                                                                       : options_.read_timeout);
-      ctl->idle = buffer.size() == 0;
+      if (buffer.size() == 0) {
+        // Between requests: wait up to idle_timeout for the first byte of the next one.
+        beast::get_lowest_layer(stream).expires_after(options_.idle_timeout);
+        ctl->idle = true;
+        size_t n = co_await stream.async_read_some(buffer.prepare(kFirstReadBytes), awaitEc(ec));
+        ctl->idle = false;
+        if (ec) {
+          // EOF, idle timeout, reset or shutdown: nothing to answer.
+          close_gracefully = false;
+          break;
+        }
+        buffer.commit(n);
+      }
+      // One deadline for the whole request, headers and body, from its first byte: a client
+      // that drips bytes (slowloris) is cut after read_timeout however it paces them.
+      beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
       co_await http::async_read_header(stream, buffer, parser, awaitEc(ec));
-      ctl->idle = false;
       if (!ec && !parser.is_done()) {
-        beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
         co_await http::async_read(stream, buffer, parser, awaitEc(ec));
       }
       std::optional<Response> early;
@@ -426,6 +567,7 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
           if (auth.isOk()) {
             req.path_params = match.params;
             requests_served_.fetch_add(1);
+            if (match.route->options.exempt_from_limits) slot.release();
             co_await runWebSocket(ctl, std::move(stream), std::move(msg), std::move(req),
                                   match.route);
             co_return;
@@ -683,40 +825,167 @@ asio::awaitable<void> Server::Impl::runWebSocket(std::shared_ptr<SessionControl>
   co_await conn->run(route->websocket);
 }
 
+std::optional<ConnectionSlot> Server::Impl::admit(int fd, const std::string& key, bool unix_peer,
+                                                  bool privileged, bool tls) {
+  std::string why;
+  if (!limits_.admit(key, unix_peer, privileged, &why)) {
+    connections_refused_.fetch_add(1);
+    warnRateLimited("refused", "connection refused: " + why);
+    if (!tls) {
+      // Best effort, without waiting: a fresh connection's send buffer takes this whole.
+      std::string answer = refusalResponse(why);
+      (void)!::send(fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      ::shutdown(fd, SHUT_WR);
+    }
+    return std::nullopt;
+  }
+  if (privileged) return ConnectionSlot();
+  return ConnectionSlot(&limits_, key);
+}
+
+void Server::Impl::warnRateLimited(const std::string& what, const std::string& message) {
+  uint64_t suppressed = 0;
+  {
+    std::lock_guard<std::mutex> lock(warned_mu_);
+    auto now = std::chrono::steady_clock::now();
+    auto& [last, count] = warned_[what];
+    if (last.time_since_epoch().count() != 0 && now - last < std::chrono::seconds(1)) {
+      ++count;
+      return;
+    }
+    last = now;
+    suppressed = std::exchange(count, 0);
+  }
+  if (suppressed > 0) {
+    spdlog::warn("{} (and {} more like it in the last second)", message, suppressed);
+  } else {
+    spdlog::warn("{}", message);
+  }
+}
+
+bool Server::Impl::holdSpare() {
+  if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return spare_fd_ >= 0;
+}
+
+int Server::Impl::acceptWithSpare(int listen_fd, bool unix_listener, bool* nothing_waiting) {
+  *nothing_waiting = false;
+  if (!holdSpare()) return -1;
+  ::close(std::exchange(spare_fd_, -1));
+  int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) *nothing_waiting = errno == EAGAIN || errno == EWOULDBLOCK;
+  if (fd >= 0) {
+    // Only a privileged Unix peer is worth the descriptor; anyone else is closed before the
+    // spare is taken again, so that the spare is back for the next waiting connection.
+    struct ucred cred {};
+    socklen_t len = sizeof(cred);
+    const bool privileged = unix_listener &&
+                            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+                            (cred.uid == 0 || cred.uid == ::geteuid());
+    if (!privileged) {
+      ::close(fd);
+      connections_refused_.fetch_add(1);
+      fd = -1;
+    }
+  }
+  // Fails when a privileged connection took the spare's place: holdSpare() retries before the
+  // next accept.
+  holdSpare();
+  return fd;
+}
+
+void Server::Impl::serveUnix(Local::socket socket) {
+  PeerIdentity peer;
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    warnRateLimited("peercred", "SO_PEERCRED on " + options_.unix_socket_path +
+                                    " failed; dropping the connection");
+    return;
+  }
+  // Root and the server's own user (local agents, the operator's tools) are never refused.
+  const bool privileged = cred.uid == 0 || cred.uid == ::geteuid();
+  std::optional<ConnectionSlot> slot =
+      admit(socket.native_handle(), "uid " + std::to_string(cred.uid),
+            /*unix_peer=*/true, privileged, /*tls=*/false);
+  if (!slot) return;  // the socket closes here
+  peer.kind = PeerIdentity::Kind::kUnixPeer;
+  peer.uid = cred.uid;
+  peer.gid = cred.gid;
+  peer.pid = cred.pid;
+  peer.user = userNameForUid(cred.uid);
+  Executor strand = socket.get_executor();
+  auto ctl = registerSession(strand);
+  asio::co_spawn(strand,
+                 runHttpSession(ctl, PlainStream(Generic::socket(std::move(socket))),
+                                std::move(peer), /*token_auth=*/false, std::move(*slot)),
+                 asio::detached);
+}
+
+namespace {
+
+bool outOfDescriptors(const error_code& ec) {
+  return ec == asio::error::no_descriptors ||
+         ec == error_code(ENFILE, boost::system::system_category());
+}
+
+}  // namespace
+
 asio::awaitable<void> Server::Impl::acceptUnix() {
   for (;;) {
     error_code ec;
+    if (!holdSpare()) {
+      // At the open-file limit with the spare in use (a privileged connection took it): wait
+      // for a descriptor to come free rather than let an accept take the spare's place.
+      warnRateLimited("accept-unix", "accept on " + options_.unix_socket_path +
+                                         " paused: out of file descriptors");
+      asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(awaitEc(ec));
+      if (stopping_.load()) co_return;
+      continue;
+    }
     Executor strand = asio::make_strand(ioc_);
     Local::socket socket(strand);
     co_await unix_acceptor_->async_accept(socket, awaitEc(ec));
     if (ec) {
       if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
-      spdlog::warn("accept on {} failed: {}", options_.unix_socket_path, ec.message());
+      if (outOfDescriptors(ec)) {
+        // Out of descriptors: take the next waiting connection with the spare one; root's is
+        // served, anyone else's closed, so that root is not stuck behind a flood in the listen
+        // queue.
+        warnRateLimited("accept-unix",
+                        "accept on " + options_.unix_socket_path +
+                            ": out of file descriptors; serving only root and the server's own "
+                            "user until some close");
+        bool nothing_waiting = false;
+        int fd = acceptWithSpare(unix_acceptor_->native_handle(), /*unix_listener=*/true,
+                                 &nothing_waiting);
+        if (fd >= 0) {
+          Local::socket taken(asio::make_strand(ioc_));
+          taken.assign(Local(), fd, ec);
+          if (ec) {
+            ::close(fd);
+          } else {
+            serveUnix(std::move(taken));
+          }
+        }
+        if (nothing_waiting) {
+          co_await unix_acceptor_->async_wait(Local::acceptor::wait_read, awaitEc(ec));
+          if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
+        }
+        continue;
+      }
+      warnRateLimited("accept-unix",
+                      "accept on " + options_.unix_socket_path + " failed: " + ec.message());
       asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
       co_await pause.async_wait(awaitEc(ec));
       continue;
     }
-    PeerIdentity peer;
-    struct ucred cred {};
-    socklen_t len = sizeof(cred);
-    if (getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      spdlog::warn("SO_PEERCRED on {} failed; dropping the connection", options_.unix_socket_path);
-      continue;
-    }
-    peer.kind = PeerIdentity::Kind::kUnixPeer;
-    peer.uid = cred.uid;
-    peer.gid = cred.gid;
-    peer.pid = cred.pid;
-    peer.user = userNameForUid(cred.uid);
-    auto ctl = registerSession(strand);
-    asio::co_spawn(strand,
-                   runHttpSession(ctl, PlainStream(Generic::socket(std::move(socket))),
-                                  std::move(peer), /*token_auth=*/false),
-                   asio::detached);
+    serveUnix(std::move(socket));
   }
 }
 
-asio::awaitable<void> Server::Impl::runTlsConnection(Tcp::socket socket) {
+asio::awaitable<void> Server::Impl::runTlsConnection(Tcp::socket socket, ConnectionSlot slot) {
   auto ctl = registerSession(socket.get_executor());
   TlsStream stream(PlainStream(Generic::socket(std::move(socket))), *ssl_ctx_);
   {
@@ -738,24 +1007,53 @@ asio::awaitable<void> Server::Impl::runTlsConnection(Tcp::socket socket) {
   auto ctl2 = registerSession(ctl->executor);
   // A named argument, not a temporary: GCC 12 destroys temporaries in a co_await operand twice.
   PeerIdentity anonymous;
-  co_await runHttpSession(ctl2, std::move(stream), std::move(anonymous), /*token_auth=*/true);
+  co_await runHttpSession(ctl2, std::move(stream), std::move(anonymous), /*token_auth=*/true,
+                          std::move(slot));
 }
 
-asio::awaitable<void> Server::Impl::acceptTcp(Tcp::acceptor& acceptor, std::string what,
-                                              std::function<void(Tcp::socket)> serve) {
+asio::awaitable<void> Server::Impl::acceptTcp(
+    Tcp::acceptor& acceptor, std::string what, bool tls,
+    std::function<void(Tcp::socket, ConnectionSlot)> serve) {
   for (;;) {
     error_code ec;
+    if (!holdSpare()) {
+      warnRateLimited("accept-" + what, "accept on " + what + " paused: out of file descriptors");
+      asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(awaitEc(ec));
+      if (stopping_.load()) co_return;
+      continue;
+    }
     Tcp::socket socket(asio::make_strand(ioc_));
     co_await acceptor.async_accept(socket, awaitEc(ec));
     if (ec) {
       if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
-      spdlog::warn("accept on {} failed: {}", what, ec.message());
+      if (outOfDescriptors(ec)) {
+        // Out of descriptors: a TCP peer is not known before its request, so the next waiting
+        // connection is taken with the spare descriptor and closed rather than left hanging.
+        warnRateLimited("accept-" + what, "accept on " + what +
+                                              ": out of file descriptors; closing new "
+                                              "connections until some close");
+        bool nothing_waiting = false;
+        (void)acceptWithSpare(acceptor.native_handle(), /*unix_listener=*/false, &nothing_waiting);
+        if (nothing_waiting) {
+          co_await acceptor.async_wait(Tcp::acceptor::wait_read, awaitEc(ec));
+          if (ec == asio::error::operation_aborted || stopping_.load()) co_return;
+        }
+        continue;
+      }
+      warnRateLimited("accept-" + what, "accept on " + what + " failed: " + ec.message());
       asio::steady_timer pause(ioc_, std::chrono::milliseconds(50));
       co_await pause.async_wait(awaitEc(ec));
       continue;
     }
+    Tcp::endpoint remote = socket.remote_endpoint(ec);
+    if (ec) continue;  // already gone
+    std::optional<ConnectionSlot> slot =
+        admit(socket.native_handle(), "address " + remote.address().to_string(),
+              /*unix_peer=*/false, /*privileged=*/false, tls);
+    if (!slot) continue;
     socket.set_option(Tcp::no_delay(true), ec);
-    serve(std::move(socket));
+    serve(std::move(socket), std::move(*slot));
   }
 }
 
@@ -781,13 +1079,24 @@ Status Server::Impl::start() {
     ssl_ctx_.reset();
     return s;
   }
+  size_t total = options_.max_connections;
+  struct rlimit files {};
+  if (total == 0 && ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    // Leave reserved_fds for privileged peers and for the rest of the process (store, logs).
+    const auto soft = static_cast<size_t>(files.rlim_cur);
+    total = soft > 2 * options_.reserved_fds ? soft - options_.reserved_fds : soft / 2;
+  }
+  limits_.configure(options_.max_connections_per_user, options_.max_connections_per_address, total);
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (unix_acceptor_) asio::co_spawn(accept_strand_, acceptUnix(), asio::detached);
   if (tcp_acceptor_) {
     asio::co_spawn(accept_strand_,
                    acceptTcp(*tcp_acceptor_, "TLS port " + std::to_string(tcp_port_),
-                             [this](Tcp::socket socket) {
+                             /*tls=*/true,
+                             [this](Tcp::socket socket, ConnectionSlot slot) {
                                Executor strand = socket.get_executor();
-                               asio::co_spawn(strand, runTlsConnection(std::move(socket)),
+                               asio::co_spawn(strand,
+                                              runTlsConnection(std::move(socket), std::move(slot)),
                                               asio::detached);
                              }),
                    asio::detached);
@@ -795,14 +1104,14 @@ Status Server::Impl::start() {
   if (http_acceptor_) {
     asio::co_spawn(
         accept_strand_,
-        acceptTcp(*http_acceptor_, "HTTP port " + std::to_string(http_port_),
-                  [this](Tcp::socket socket) {
+        acceptTcp(*http_acceptor_, "HTTP port " + std::to_string(http_port_), /*tls=*/false,
+                  [this](Tcp::socket socket, ConnectionSlot slot) {
                     Executor strand = socket.get_executor();
                     auto ctl = registerSession(strand);
                     asio::co_spawn(
                         strand,
                         runHttpSession(ctl, PlainStream(Generic::socket(std::move(socket))),
-                                       PeerIdentity{}, /*token_auth=*/true),
+                                       PeerIdentity{}, /*token_auth=*/true, std::move(slot)),
                         asio::detached);
                   }),
         asio::detached);
@@ -959,6 +1268,7 @@ void Server::Impl::stop() {
   if (!options_.unix_socket_path.empty() && unix_acceptor_) {
     ::unlink(options_.unix_socket_path.c_str());
   }
+  if (spare_fd_ >= 0) ::close(std::exchange(spare_fd_, -1));
 }
 
 Server::Server(ServerOptions options, Router router)
@@ -999,6 +1309,14 @@ uint64_t Server::handlerExceptions() const {
 size_t Server::openConnections() const {
   std::lock_guard<std::mutex> lock(impl_->sessions_mu_);
   return impl_->sessions_.size();
+}
+
+uint64_t Server::connectionsRefused() const {
+  return impl_->connections_refused_.load();
+}
+
+size_t Server::connectionLimit() const {
+  return impl_->limits_.total();
 }
 
 }  // namespace gpool::net

@@ -48,11 +48,31 @@ struct ServerOptions {
   // close the connection after the response.
   size_t max_body_bytes = 1 << 20;
   size_t max_header_bytes = 16 << 10;
-  // Time allowed to receive one whole request once its first byte arrived (and for the TLS
-  // handshake); the connection is closed when it runs out.
+  // Time allowed to receive one whole request, headers and body, once its first byte arrived
+  // (and for the TLS handshake); the connection is closed when it runs out, however the client
+  // paces its bytes (a client dripping one byte at a time is cut too).
   std::chrono::milliseconds read_timeout{10'000};
-  // How long a keep-alive connection may sit idle between requests.
+  // How long a connection may wait for the first byte of a request: after it opened, and
+  // between requests on a keep-alive connection.
   std::chrono::milliseconds idle_timeout{60'000};
+
+  // Connection limits, so that one local user or one address cannot take every connection
+  // (and every file descriptor) of the server; 0 means no limit.
+  //  - max_connections_per_user: Unix-socket connections of one uid open at once.
+  //  - max_connections_per_address: TCP connections (TLS and HTTP) of one IP address at once.
+  //    The loopback HTTP listener's peers all share 127.0.0.1.
+  //  - max_connections: connections of unprivileged peers open at once; 0 derives it from the
+  //    process's open-file limit at start (RLIMIT_NOFILE's soft limit minus reserved_fds).
+  // Privileged peers, Unix-socket peers with uid 0 or the server's own uid (admins, local
+  // agents), are never refused by a limit: they are served from the reserved descriptors even
+  // while unprivileged peers are refused. A refused connection is answered 429 with code
+  // resource_exhausted naming the limit (TLS connections are closed without an answer) and
+  // closed at once. Connections upgraded to a route marked RouteOptions::exempt_from_limits
+  // stop counting against their peer once upgraded.
+  size_t max_connections_per_user = 64;
+  size_t max_connections_per_address = 256;
+  size_t max_connections = 0;
+  size_t reserved_fds = 128;
   // How long `stop` waits for requests in progress before cutting connections.
   std::chrono::milliseconds shutdown_grace{5'000};
 
@@ -81,6 +101,13 @@ struct ServerOptions {
 // connections run concurrently: handlers must be thread-safe. `start` and `stop` must be called
 // from one controlling thread (not from a handler). The Router is read-only once started.
 //
+// Abuse: a request must arrive whole within read_timeout of its first byte; connections are
+// limited per uid, per address and in all (see ServerOptions), with descriptors reserved for
+// root and the server's own uid; when the process nevertheless runs out of descriptors, the
+// accept loop uses a spare one to take the next waiting connection, serves it if its peer is
+// privileged and closes it otherwise, so that waiting connections are neither left hanging nor
+// retried in a busy loop.
+//
 // Lifetime: `stop` (also run by the destructor) stops accepting, lets requests in progress
 // finish for up to shutdown_grace, closes idle keep-alive connections and WebSocket connections
 // (close code 1001), joins the I/O threads and removes the socket file. A stopped server cannot
@@ -108,6 +135,12 @@ class Server {
   uint64_t requestsServed() const;
   uint64_t handlerExceptions() const;
   size_t openConnections() const;
+  // Connections refused by a connection limit, or dropped because the process ran out of file
+  // descriptors, since start.
+  uint64_t connectionsRefused() const;
+  // The limit on unprivileged connections in force (ServerOptions::max_connections, or the one
+  // derived from the open-file limit); 0 when there is none. Valid after start().
+  size_t connectionLimit() const;
 
  private:
   class Impl;

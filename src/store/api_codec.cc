@@ -174,6 +174,10 @@ UserRecord userRecordFor(const api::User& user) {
                     api::toJson(without_quota).dump()};
 }
 
+Result<api::User> apiUserFrom(const UserRecord& record) {
+  return decodeStored<api::User>(record.info_json, "user " + record.name);
+}
+
 Status saveApiUser(Store& store, const api::User& user) {
   return store.upsertUser(userRecordFor(user));
 }

@@ -67,6 +67,8 @@ Result<api::Node> loadApiNode(Store& store, const std::string& name);
 // row: save* ignore `quota`, load* fill it from the quota table.
 
 UserRecord userRecordFor(const api::User& user);
+// The user a record holds, without its quota (Internal when the stored JSON does not decode).
+Result<api::User> apiUserFrom(const UserRecord& record);
 Status saveApiUser(Store& store, const api::User& user);
 Result<api::User> loadApiUser(Store& store, const std::string& name);
 

@@ -1404,13 +1404,56 @@ Status SqlStore::deleteUser(const std::string& name) {
   });
 }
 
+namespace {
+// A group and its quota.
+Status deleteGroupRows(Txn& tx, const std::string& name) {
+  GPOOL_RETURN_IF_ERROR(
+      tx.exec("DELETE FROM quotas WHERE subject = $1 AND name = $2", {std::string("group"), name}));
+  GPOOL_ASSIGN_OR_RETURN(
+      auto rows, tx.query("DELETE FROM user_groups WHERE name = $1 RETURNING name", {name}));
+  if (rows.empty()) return Status::notFound("group '" + name + "' does not exist");
+  return Status::ok();
+}
+}  // namespace
+
 Status SqlStore::deleteGroup(const std::string& name) {
+  return transact(true, [&](Txn& tx) -> Status { return deleteGroupRows(tx, name); });
+}
+
+Status SqlStore::writeCatalog(const CatalogWrites& writes) {
+  for (const GroupRecord& g : writes.create_groups) {
+    if (g.name.empty()) return Status::invalidArgument("writeCatalog: empty group name");
+  }
   return transact(true, [&](Txn& tx) -> Status {
-    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM quotas WHERE subject = $1 AND name = $2",
-                                  {std::string("group"), name}));
-    GPOOL_ASSIGN_OR_RETURN(
-        auto rows, tx.query("DELETE FROM user_groups WHERE name = $1 RETURNING name", {name}));
-    if (rows.empty()) return Status::notFound("group '" + name + "' does not exist");
+    for (const GroupRecord& g : writes.create_groups) {
+      GPOOL_ASSIGN_OR_RETURN(auto rows,
+                             tx.query("SELECT name FROM user_groups WHERE name = $1", {g.name}));
+      if (!rows.empty()) return Status::alreadyExists("group '" + g.name + "' already exists");
+      GPOOL_RETURN_IF_ERROR(
+          tx.exec("INSERT INTO user_groups (name, gid, info_json) VALUES ($1, $2, $3)",
+                  {g.name, sqlOpt(g.gid), g.info_json}));
+    }
+    for (const GroupRecord& g : writes.update_groups) {
+      GPOOL_ASSIGN_OR_RETURN(
+          auto rows, tx.query("UPDATE user_groups SET gid = $2, info_json = $3 WHERE name = $1 "
+                              "RETURNING name",
+                              {g.name, sqlOpt(g.gid), g.info_json}));
+      if (rows.empty()) return Status::notFound("group '" + g.name + "' does not exist");
+    }
+    for (const CatalogWrites::UserUpdate& u : writes.update_users) {
+      GPOOL_ASSIGN_OR_RETURN(
+          auto rows, tx.query("SELECT info_json FROM users WHERE name = $1", {u.record.name}));
+      if (rows.empty()) return Status::notFound("user '" + u.record.name + "' does not exist");
+      if (rows[0].text(0) != u.expected_info_json) {
+        return Status::aborted("user '" + u.record.name +
+                               "' was changed by another request meanwhile; try again");
+      }
+      GPOOL_RETURN_IF_ERROR(
+          tx.exec("UPDATE users SET uid = $2, role = $3, info_json = $4 WHERE name = $1",
+                  {u.record.name, sqlOpt(u.record.uid), u.record.role, u.record.info_json}));
+    }
+    for (const std::string& name : writes.delete_groups)
+      GPOOL_RETURN_IF_ERROR(deleteGroupRows(tx, name));
     return Status::ok();
   });
 }
@@ -1723,15 +1766,42 @@ Result<int64_t> SqlStore::joinNode(int64_t join_token_id, const TokenRecord& cre
     if (!join.reusable && join.uses > 0) {
       return Status::failedPrecondition("the join token was already used (it admits one node)");
     }
-    GPOOL_ASSIGN_OR_RETURN(
-        auto held, tx.query("SELECT id FROM api_tokens WHERE kind = $1 AND node_name = $2 AND "
-                            "revoked IS NULL",
-                            {std::string(kTokenKindNode), credential.node}));
-    if (!held.empty()) {
+    // A join token bound to a node (an admin's, for a machine that takes over an existing
+    // node's name) admits that node only; an unbound one admits new names only.
+    if (!join.node.empty() && join.node != credential.node) {
+      return Status::failedPrecondition("this join token admits node '" + join.node +
+                                        "' only, not '" + credential.node + "'");
+    }
+    GPOOL_ASSIGN_OR_RETURN(auto held,
+                           tx.query(std::string("SELECT ") + kTokenColumns +
+                                        " FROM api_tokens WHERE kind = $1 AND node_name = $2 AND "
+                                        "revoked IS NULL",
+                                    {std::string(kTokenKindNode), credential.node}));
+    GPOOL_ASSIGN_OR_RETURN(auto known,
+                           tx.query("SELECT name FROM nodes WHERE name = $1", {credential.node}));
+    const std::string rejoin_hint =
+        "; to let another machine take the name, an admin creates a "
+        "join token for it (gpool join-token create --node " +
+        credential.node + ") or removes the node (gpool node remove " + credential.node + ")";
+    if (join.node.empty() && !held.empty()) {
       return Status::alreadyExists("node '" + credential.node +
-                                   "' has already joined; its agent must use its node credential "
-                                   "(revoke credential " +
-                                   std::to_string(held[0].integer(0)) + " to let it join again)");
+                                   "' has already joined; its agent must use its node credential" +
+                                   rejoin_hint);
+    }
+    if (join.node.empty() && !known.empty()) {
+      return Status::alreadyExists("node '" + credential.node +
+                                   "' is already registered, and a join token admits new nodes "
+                                   "only" +
+                                   rejoin_hint);
+    }
+    // An admin's re-join: the machine that held the name loses its credentials.
+    for (const auto& row : held) {
+      TokenRecord old = tokenFromRow(row);
+      GPOOL_RETURN_IF_ERROR(
+          tx.exec("UPDATE api_tokens SET revoked = $1 WHERE id = $2", {micros(now), old.id}));
+      old.revoked = now;
+      GPOOL_RETURN_IF_ERROR(
+          writeTokenAudit(tx, now, "join:" + std::to_string(join_token_id), "revoke_token", old));
     }
     GPOOL_RETURN_IF_ERROR(
         tx.exec("UPDATE api_tokens SET uses = uses + 1, last_used = $1 WHERE id = $2",
@@ -1743,6 +1813,26 @@ Result<int64_t> SqlStore::joinNode(int64_t join_token_id, const TokenRecord& cre
   });
   if (!txn_status.isOk()) return txn_status;
   return id;
+}
+
+Status SqlStore::removeNode(const std::string& name, TimePoint now, const std::string& actor) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM gpus WHERE node = $1", {name}));
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("DELETE FROM nodes WHERE name = $1 RETURNING name", {name}));
+    if (rows.empty()) return Status::notFound("node '" + name + "' does not exist");
+    GPOOL_ASSIGN_OR_RETURN(
+        auto held, tx.query(std::string("UPDATE api_tokens SET revoked = $1 WHERE kind = $2 AND "
+                                        "node_name = $3 AND revoked IS NULL RETURNING ") +
+                                kTokenColumns,
+                            {micros(now), std::string(kTokenKindNode), name}));
+    for (const auto& row : held)
+      GPOOL_RETURN_IF_ERROR(writeTokenAudit(tx, now, actor, "revoke_token", tokenFromRow(row)));
+    return tx.exec(
+        "INSERT INTO audit_events (time, actor, action, subject, detail) VALUES ($1, $2, $3, $4, "
+        "$5)",
+        {micros(now), actor, std::string("remove_node"), "node:" + name, std::string("{}")});
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -130,6 +130,7 @@ class SqlStore : public Store {
   Result<NodeRecord> getNode(const std::string& name) override;
   Result<std::vector<NodeRecord>> listNodes() override;
   Status deleteNode(const std::string& name) override;
+  Status removeNode(const std::string& name, TimePoint now, const std::string& actor) override;
   Status upsertGpu(const GpuRecord& gpu) override;
   Status registerNode(const NodeRecord& node, const std::vector<GpuRecord>& gpus) override;
   Result<std::vector<GpuRecord>> listGpus(const std::string& node) override;
@@ -141,6 +142,7 @@ class SqlStore : public Store {
   Result<std::vector<GroupRecord>> listGroups() override;
   Status deleteUser(const std::string& name) override;
   Status deleteGroup(const std::string& name) override;
+  Status writeCatalog(const CatalogWrites& writes) override;
   Status setQuota(const QuotaRecord& quota, const std::string& actor) override;
   Result<QuotaRecord> getQuota(QuotaSubject subject, const std::string& name) override;
   Result<std::vector<QuotaRecord>> listQuotas() override;

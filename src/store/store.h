@@ -210,6 +210,22 @@ struct GroupRecord {
   std::string info_json;
 };
 
+// An admin's change to the catalog that writes several records (a group and its members'
+// user records, where membership lives), applied by Store::writeCatalog in one transaction: all
+// of it or none of it.
+struct CatalogWrites {
+  struct UserUpdate {
+    UserRecord record;
+    // The info_json the record must still hold when the change is applied (the change was
+    // computed from it); another writer in between makes the whole change Aborted.
+    std::string expected_info_json;
+  };
+  std::vector<GroupRecord> create_groups;  // AlreadyExists when one exists
+  std::vector<GroupRecord> update_groups;  // NotFound when one does not exist
+  std::vector<std::string> delete_groups;  // with their quotas; NotFound when one does not exist
+  std::vector<UserUpdate> update_users;    // NotFound when one does not exist
+};
+
 enum class QuotaSubject { kUser, kGroup };
 
 struct QuotaRecord {
@@ -253,7 +269,8 @@ struct TokenRecord {
   // Version 4.
   std::string kind = kTokenKindUser;
   std::string public_id;  // the id part of the token text (net/auth.h), shown in listings
-  std::string node;       // kind "node": the node it authenticates
+  std::string node;       // kind "node": the node it authenticates; kind "join": the only
+                          // node it admits (empty: any new name)
   bool reusable = false;  // kind "join": admits any number of nodes until it expires
   int64_t uses = 0;       // kind "join": nodes admitted so far
   std::optional<TimePoint> last_used;  // updated at most once a minute (touchToken)
@@ -429,6 +446,10 @@ class Store {
   virtual Result<std::vector<NodeRecord>> listNodes() = 0;
   // Removes the node and its GPUs.
   virtual Status deleteNode(const std::string& name) = 0;
+  // An admin removes a node: in one transaction the node, its GPUs, and its agent's node
+  // credentials (revoked, each with a "revoke_token" audit event naming `actor`) and a
+  // "remove_node" audit event. NotFound when the node does not exist.
+  virtual Status removeNode(const std::string& name, TimePoint now, const std::string& actor) = 0;
   virtual Status upsertGpu(const GpuRecord& gpu) = 0;
   // A node's registration in one transaction: upserts the node and exactly `gpus` (each must
   // name this node); GPUs of the node not in `gpus` are removed.
@@ -447,6 +468,10 @@ class Store {
   // name they were submitted under). NotFound when it does not exist.
   virtual Status deleteUser(const std::string& name) = 0;
   virtual Status deleteGroup(const std::string& name) = 0;
+  // Applies `writes` in one transaction, in the order groups created, groups updated, users
+  // updated, groups deleted; the first write that fails (see CatalogWrites) undoes them all and
+  // is the result.
+  virtual Status writeCatalog(const CatalogWrites& writes) = 0;
   // Sets (replaces) a quota and writes an audit event naming `actor`, in one transaction. The
   // user or group must exist.
   virtual Status setQuota(const QuotaRecord& quota, const std::string& actor) = 0;
@@ -482,8 +507,10 @@ class Store {
   // transaction checks the join token (kind "join", not revoked, not expired at `now`, unused
   // unless reusable), counts the use, stores `credential` (kind "node") and writes a
   // "join_node" audit event. Returns the credential's id. FailedPrecondition naming what is
-  // wrong with the join token; AlreadyExists when the node already has a credential that is not
-  // revoked (its agent must use that one; revoke it to let the node join again).
+  // wrong with the join token. A join token without a node (TokenRecord::node) admits new
+  // names only: AlreadyExists when the node is registered or holds a credential that is not
+  // revoked. One bound to a node by an admin admits that node only, existing or not, and
+  // revokes the node's earlier credentials in the same transaction.
   virtual Result<int64_t> joinNode(int64_t join_token_id, const TokenRecord& credential,
                                    TimePoint now) = 0;
 

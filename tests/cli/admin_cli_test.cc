@@ -187,6 +187,32 @@ TEST_F(AdminCliTest, UsersAndGroups) {
   EXPECT_TRUE(contains(gpool({"user", "show", "alice"}).out, "Groups:     -\n"));
 }
 
+// Issue 20 item 10 (D17): `gpool group add vision --member X` with a member without a record
+// failed but left the group created, and the next attempt said "already exists". The group and
+// its members are now one transaction: nothing is left behind.
+TEST_F(AdminCliTest, AGroupCommandWithABadMemberChangesNothing) {
+  startDaemon();
+  ASSERT_EQ(gpool({"user", "add", "alice", "--uid", "1001"}).rc, 0);
+  Output refused =
+      gpool({"group", "add", "vision", "--gid", "5000", "--member", "alice", "--member", "relb"});
+  EXPECT_EQ(refused.rc, 3) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "--member")) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "gpool user add relb")) << refused.err;
+  EXPECT_EQ(gpool({"group", "show", "vision"}).rc, 3);
+  EXPECT_TRUE(contains(gpool({"user", "show", "alice"}).out, "Groups:     -\n"));
+  Output added = gpool({"group", "add", "vision", "--gid", "5000", "--member", "alice"});
+  ASSERT_EQ(added.rc, 0) << added.err;
+  EXPECT_EQ(added.out, "Added group vision (gid 5000, members alice, admins -)\n");
+  // A change with a bad member changes neither the gid nor the members.
+  Output set = gpool({"group", "set", "vision", "--gid", "6000", "--remove-member", "alice",
+                      "--add-member", "relb"});
+  EXPECT_EQ(set.rc, 3) << set.err;
+  Output shown = gpool({"group", "show", "vision", "--json"});
+  ASSERT_EQ(shown.rc, 0) << shown.err;
+  EXPECT_EQ(json::parse(shown.out)["gid"], 5000);
+  EXPECT_EQ(json::parse(shown.out)["members"], json::array({"alice"}));
+}
+
 TEST_F(AdminCliTest, QuotasAndQos) {
   startDaemon();
   Output no_user = gpool({"quota", "set", "--user", "alice", "--max-gpus", "1"});

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -316,6 +318,56 @@ TEST_F(GpoolCliTest, ADaemonThatExitsBeforeReadyIsReported) {
   std::string error = gpoold_.start(bad);
   EXPECT_TRUE(contains(error, "gpoold exited before `ready`")) << error;
   EXPECT_FALSE(gpoold_.running());
+}
+
+// Issue 20 item 6: root's job was accepted, placed and then failed on the agent. gpoold now
+// refuses it at submission; gpool exits 4 (permission_denied) saying why.
+TEST_F(GpoolCliTest, RootsSubmissionIsRefusedWithExitFour) {
+  if (geteuid() != 0) GTEST_SKIP() << "checks root's submission: run as root";
+  controller_extra_.clear();  // the pool's default: root's jobs are not allowed
+  startDaemon();
+  Output refused = gpool({"submit", "--gpus", "0.5", "--", "sleep", "1"});
+  EXPECT_EQ(refused.rc, 4) << refused.out << refused.err;
+  EXPECT_TRUE(contains(refused.err, "does not run jobs as root (controller.allow_root_jobs)"))
+      << refused.err;
+  EXPECT_EQ(gpool({"queue", "--all"}).out, "JOBID  NAME  USER  ST  TIME  GPUS  NODE(REASON)\n");
+}
+
+// Issue 20 item 9 (D14, D18): a job's command was printed raw, so a user's escape sequences
+// reached an admin's terminal. Here `nobody` submits a command holding ESC, OSC and BEL, and a
+// job stored before names were checked holds U+202E; root's `gpool show` and `gpool queue` print
+// escapes instead of the characters.
+TEST_F(GpoolCliTest, UntrustedTextReachesTheTerminalEscaped) {
+  std::optional<testing::RunAs> nobody = testing::runAsUser("nobody");
+  if (geteuid() != 0 || !nobody) GTEST_SKIP() << "runs gpool as nobody: needs root";
+  {
+    auto store = ct::openStore(db_);
+    ASSERT_TRUE(store::saveApiNode(*store, ct::makeNode("gpu-01", 2)).isOk());
+    ASSERT_TRUE(store::submitApiJob(*store, "old", 1234, "", ct::makeSpec(500, "cat\u202egnp.exe"),
+                                    realClock().now())
+                    .ok());
+  }
+  startDaemon();
+  chmod(dir_.path().c_str(), 0755);  // nobody must reach the socket
+  const std::string evil = "x\033[2J\033]0;pwned\007\nline2";
+  Output submitted = gpool({"submit", "--name", "innocent", "--", "printf", evil}, *nobody);
+  ASSERT_EQ(submitted.rc, 0) << submitted.err;
+  ASSERT_EQ(submitted.out, "Submitted job 2\n");
+  Output show = gpool({"show", "2"});
+  ASSERT_EQ(show.rc, 0) << show.err;
+  for (char raw : {'\033', '\007'}) {
+    EXPECT_EQ(show.out.find(raw), std::string::npos) << "raw control character in: " << show.out;
+  }
+  EXPECT_TRUE(contains(show.out, "printf $'x\\e[2J\\e]0;pwned\\a\\nline2'\n")) << show.out;
+  Output queue = gpool({"queue", "--all"});
+  ASSERT_EQ(queue.rc, 0) << queue.err;
+  EXPECT_EQ(queue.out.find("\u202e"), std::string::npos) << queue.out;
+  EXPECT_TRUE(contains(queue.out, "cat\\u202egnp.exe")) << queue.out;
+  // And gpoold refuses such a name today.
+  Output named = gpool({"submit", "--name", "a\u202eb", "--", "true"}, *nobody);
+  EXPECT_EQ(named.rc, 2) << named.err;
+  EXPECT_TRUE(contains(named.err, "contains U+202E")) << named.err;
+  EXPECT_FALSE(contains(named.err, "\u202e")) << named.err;
 }
 
 }  // namespace

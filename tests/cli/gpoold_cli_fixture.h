@@ -24,7 +24,7 @@ class GpooldCliTest : public ::testing::Test {
   }
 
   std::string writeConfig() {
-    return writeGpooldConfig(dir_.path() + "/gpoold.toml", db_, socket_);
+    return writeGpooldConfig(dir_.path() + "/gpoold.toml", db_, socket_, controller_extra_);
   }
 
   void startDaemon() { ASSERT_EQ(gpoold_.start(writeConfig()), ""); }
@@ -38,6 +38,10 @@ class GpooldCliTest : public ::testing::Test {
   controller::testing::TempDir dir_;
   std::string db_ = dir_.path() + "/gpool.db";
   std::string socket_ = dir_.path() + "/gpoold.sock";
+  // Lines added to gpoold's [controller] table. The CLI tests run as root and submit jobs that
+  // no agent runs, so their pool allows root's jobs (refused by default:
+  // GpoolCliTest.RootsSubmissionIsRefusedWithExitFour clears this).
+  std::string controller_extra_ = "allow_root_jobs = true\n";
   GpooldProcess gpoold_;
 };
 

@@ -14,6 +14,11 @@ source_dir=$1
 build_dir=$2
 readme=$source_dir/README.md
 
+# pattern (extended regex) => the exit code it must have when the tour runs as root, and why
+AS_ROOT='
+ submit  => 4 => gpoold refuses root'"'"'s jobs at submission (docs/security.md); as any other user it exits 0
+'
+
 # pattern (extended regex) => why the test does not run it
 SKIPPED='
 --variants => runs every openb workload x policy (~13 min): bench territory, not a test
@@ -63,7 +68,21 @@ while IFS= read -r line; do
     skipped=$((skipped + 1))
     continue
   fi
-  printf '%s\n' "${line//build\/release\//$build_dir/}" >>"$script"
+  command_line=${line//build\/release\//$build_dir/}
+  want=""
+  if [ "$(id -u)" = 0 ]; then
+    while IFS= read -r rule; do
+      [ -z "$rule" ] && continue
+      pattern=${rule%% => *}
+      if [[ "$line" =~ $pattern ]]; then want=${rule#* => }; want=${want%% => *}; fi
+    done <<<"$AS_ROOT"
+  fi
+  if [ -n "$want" ]; then
+    # Run it, and require its documented refusal instead of success.
+    printf '%s\n' "rc=0; ${command_line%%#*} || rc=\$?; [ \"\$rc\" = $want ] || { echo \"expected exit $want as root, got \$rc\" >&2; false; }" >>"$script"
+  else
+    printf '%s\n' "$command_line" >>"$script"
+  fi
   ran=$((ran + 1))
 done <<<"$tour"
 

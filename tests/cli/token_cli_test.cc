@@ -76,8 +76,11 @@ class TokenCliTest : public ::testing::Test {
                       {{"HOME", home_}, {"GPOOL_TOKEN", token}, {"GPOOL_CA", ""}});
   }
 
-  // A token made by root for `user`; its JSON (with "token" and "id").
+  // A token made by root for `user`; its JSON (with "token" and "id"). The user gets a record
+  // first (once): a token's user needs a uid to be served (docs/security.md).
   json tokenFor(const std::string& user, const std::string& name) {
+    Output record = local({"user", "add", user, "--uid", user == "alice" ? "1001" : "1002"});
+    EXPECT_TRUE(record.rc == 0 || record.rc == 5) << record.err;  // 5: it has one already
     Output o = local({"token", "create", "--user", user, "--name", name, "--json"});
     EXPECT_EQ(o.rc, 0) << o.err;
     json j = json::parse(o.out, nullptr, false);
@@ -232,6 +235,9 @@ TEST_F(TokenCliTest, TokenFilesMustBePrivate) {
   ASSERT_EQ(stat((home_ + "/.config/gpool").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   EXPECT_EQ(testing::readFile(path), saved.out);
+  // Root's token needs root's record too (as `gpool up` makes it): a token never becomes uid 0
+  // by itself.
+  ASSERT_EQ(local({"user", "add", "root", "--uid", "0", "--role", "admin"}).rc, 0);
   Output as_root = remote("", {"account", "--json"});
   ASSERT_EQ(as_root.rc, 0) << as_root.err;
   EXPECT_EQ(json::parse(as_root.out)["user"], "root");

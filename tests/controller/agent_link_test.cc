@@ -220,6 +220,7 @@ class AgentLinkTest : public ::testing::Test {
     link_->attachTelemetry(telemetry_);
     JobServiceOptions service_options;
     service_options.log_relay = link_.get();
+    service_options.allow_root_jobs = true;  // the test submits as root; its agents are scripted
     service_ = std::make_unique<JobService>(*store_, *registry_, realClock(), loop_.get(),
                                             service_options);
     net::Router router;

@@ -137,7 +137,9 @@ TEST_F(GpooldTest, ServesJobsOverItsUnixSocket) {
     ASSERT_TRUE(store::saveApiNode(*store, testing::makeNode("gpu-01", 2)).isOk());
   }
   std::string sock = dir_.path() + "/gpoold.sock";
-  Child child = spawn({"--config", writeConfig("socket = \"" + sock + "\"\n")});
+  // The test submits as root, and no agent runs anything: the pool allows root's jobs.
+  Child child =
+      spawn({"--config", writeConfig("socket = \"" + sock + "\"\nallow_root_jobs = true\n")});
   ASSERT_EQ(readLine(child.out), "ready");
   {
     net::HttpClient client(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
@@ -253,6 +255,10 @@ TEST_F(GpooldTest, ApiTokensOverTls) {
   {
     net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
     auto tokenFor = [&](const std::string& user) {
+      // A token's user needs a record with a uid (or a local account) to be served.
+      auto made = root.request(net::Method::kPut, "/v1/users/" + user,
+                               user == "alice" ? R"({"uid":1001})" : R"({"uid":1002})");
+      EXPECT_TRUE(made.ok() && made->status == 201);
       auto r = root.post("/v1/tokens", R"({"name":"t","user":")" + user + "\"}");
       EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().toString());
       return r.ok() ? nlohmann::json::parse(r->body) : nlohmann::json::object();
@@ -431,7 +437,9 @@ TEST_F(GpooldTest, ApiThreadsSizesTheServerPool) {
 // sees the submission and the cancel of a job as they commit, after its "live" message.
 TEST_F(GpooldTest, WatchStreamsJobEventsOverItsUnixSocket) {
   std::string sock = dir_.path() + "/gpoold.sock";
-  Child child = spawn({"--config", writeConfig("socket = \"" + sock + "\"\n")});
+  // The test submits as root, and no agent runs anything: the pool allows root's jobs.
+  Child child =
+      spawn({"--config", writeConfig("socket = \"" + sock + "\"\nallow_root_jobs = true\n")});
   ASSERT_EQ(readLine(child.out), "ready");
   {
     std::mutex mu;
@@ -498,6 +506,10 @@ TEST_F(GpooldTest, WatchShowsAPlainUserOnlyTheirOwnJobs) {
   {
     net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
     auto tokenFor = [&](const std::string& user) {
+      // A token's user needs a record with a uid (or a local account) to be served.
+      auto made = root.request(net::Method::kPut, "/v1/users/" + user,
+                               user == "alice" ? R"({"uid":1001})" : R"({"uid":1002})");
+      EXPECT_TRUE(made.ok() && made->status == 201);
       auto r = root.post("/v1/tokens", R"({"name":"t","user":")" + user + "\"}");
       EXPECT_TRUE(r.ok() && r->status == 201) << (r.ok() ? r->body : r.status().toString());
       return r.ok() ? nlohmann::json::parse(r->body).value("token", "") : std::string();
@@ -618,6 +630,7 @@ TEST_F(GpooldTest, ServesTheDashboardAndTheApiOnALoopbackHttpListener) {
     EXPECT_EQ(plainHttp(port, "GET", "/v1/jobs", "", {{"Authorization", "Bearer gpt.x.y"}}).status,
               401);
     net::HttpClient root(net::ClientEndpoint::unixSocket(sock), std::chrono::seconds(10));
+    ASSERT_EQ(root.request(net::Method::kPut, "/v1/users/alice", R"({"uid":1001})")->status, 201);
     auto made = root.post("/v1/tokens", R"({"name":"web","user":"alice"})");
     ASSERT_TRUE(made.ok() && made->status == 201) << (made.ok() ? made->body : "");
     std::string token = nlohmann::json::parse(made->body)["token"].get<std::string>();

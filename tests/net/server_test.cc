@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "controller/security_util.h"
 #include "net/client.h"
 #include "net_test_util.h"
 #include "plain_http.h"
@@ -438,6 +439,126 @@ TEST_F(UnixServerTest, StartFailures) {
   Status s = Server(tls_without_cert, Router{}).start();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("missing.pem"), std::string::npos);
+}
+
+// The abuse limits (ServerOptions::read_timeout, max_connections_per_user): a second uid may
+// hold two connections, the third gets 429 naming the limit while root is still served; a
+// request dripped a byte at a time is cut after read_timeout although it never goes quiet for
+// that long, while an idle keep-alive connection waits its idle_timeout.
+TEST_F(UnixServerTest, PerUserConnectionLimitAndTheWholeRequestDeadline) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to connect as another uid";
+  controller::testing::UnixUser user;
+  std::string why = controller::testing::ensureUnixUser("gpsec-user", &user);
+  if (!why.empty()) GTEST_SKIP() << why;
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+  options_.max_connections_per_user = 2;
+  options_.read_timeout = std::chrono::milliseconds(300);
+  options_.idle_timeout = std::chrono::seconds(30);
+  startServer();
+  const std::string& path = options_.unix_socket_path;
+  int first = controller::testing::connectAs(user.uid, user.gid, path);
+  int second = controller::testing::connectAs(user.uid, user.gid, path);
+  ASSERT_GE(first, 0);
+  ASSERT_GE(second, 0);
+  EXPECT_EQ(controller::testing::rawHttp(first, "GET", "/v1/whoami").status, 200);
+  EXPECT_EQ(controller::testing::rawHttp(second, "GET", "/v1/whoami").status, 200);
+  int third = controller::testing::connectAs(user.uid, user.gid, path);
+  ASSERT_GE(third, 0);
+  std::string answer;
+  EXPECT_TRUE(controller::testing::closedWithin(third, std::chrono::seconds(10), &answer));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 429", 0), 0u) << answer;
+  EXPECT_NE(answer.find("max_connections_per_user"), std::string::npos) << answer;
+  ::close(third);
+  EXPECT_EQ(server_->connectionsRefused(), 1u);
+  auto root = client().get("/v1/whoami");  // root: never limited
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->status, 200);
+
+  // `second` drips a request: cut after read_timeout, although a byte comes every 50 ms.
+  ASSERT_EQ(::send(second, "GET /v1/whoami HTTP/1.1\r\nX: ", 29, MSG_NOSIGNAL), 29);
+  bool cut = false;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       !cut && std::chrono::steady_clock::now() < until;) {
+    cut = ::send(second, "a", 1, MSG_NOSIGNAL) != 1 ||
+          controller::testing::closedWithin(second, std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(cut);
+  ::close(second);
+  // `first` sat idle meanwhile, longer than read_timeout: still open, still served.
+  EXPECT_EQ(controller::testing::rawHttp(first, "GET", "/v1/whoami").status, 200);
+  // The cut connection's place came back.
+  int again = controller::testing::connectAs(user.uid, user.gid, path);
+  bool served = false;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       !served && std::chrono::steady_clock::now() < until;) {
+    served = controller::testing::rawHttp(again, "GET", "/v1/whoami").status == 200;
+    if (!served) {
+      ::close(again);
+      again = controller::testing::connectAs(user.uid, user.gid, path);
+    }
+  }
+  EXPECT_TRUE(served);
+  ::close(again);
+  ::close(first);
+}
+
+// A TCP connection to 127.0.0.1:`port` (or -1).
+int tcpConnect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// max_connections_per_address on a TCP listener: one address holds two connections, the third
+// gets 429; a connection upgraded to a route marked exempt_from_limits (the agents' link) gives
+// its place back, so users of the same address cannot crowd an agent out.
+TEST(ServerLimitsTest, PerAddressLimitAndAnExemptUpgrade) {
+  InMemoryTokenStore tokens;
+  ServerOptions options;
+  options.http_port = 0;
+  options.token_verifier = &tokens;
+  options.max_connections_per_address = 2;
+  Router router = testRouter();
+  WebSocketHandler ws;
+  ASSERT_TRUE(router.addWebSocket(
+      "/v1/agentish", ws, RouteOptions{.allow_anonymous = true, .exempt_from_limits = true}));
+  Server server(options, std::move(router));
+  ASSERT_TRUE(server.start());
+  const int port = server.httpPort();
+  int agent = tcpConnect(port);
+  ASSERT_GE(agent, 0);
+  const std::string upgrade =
+      "GET /v1/agentish HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  ASSERT_EQ(::send(agent, upgrade.data(), upgrade.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(upgrade.size()));
+  std::string head;
+  char c = 0;
+  while (head.find("\r\n\r\n") == std::string::npos && ::recv(agent, &c, 1, 0) == 1)
+    head += c;
+  ASSERT_EQ(head.rfind("HTTP/1.1 101", 0), 0u) << head;
+  // The upgraded agent no longer counts: two more connections fit, and are served.
+  int a = tcpConnect(port);
+  int b = tcpConnect(port);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  EXPECT_EQ(controller::testing::rawHttp(a, "GET", "/v1/health").status, 200);
+  EXPECT_EQ(controller::testing::rawHttp(b, "GET", "/v1/health").status, 200);
+  int over = tcpConnect(port);
+  ASSERT_GE(over, 0);
+  std::string answer;
+  EXPECT_TRUE(controller::testing::closedWithin(over, std::chrono::seconds(10), &answer));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 429", 0), 0u) << answer;
+  EXPECT_NE(answer.find("max_connections_per_address"), std::string::npos) << answer;
+  for (int fd : {agent, a, b, over})
+    ::close(fd);
 }
 
 class TlsServerTest : public ::testing::Test {
