@@ -17,10 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(json_models http_router config sim_traces vgpu_region)
-for t in agent_protocol; do
-  if [ -f "tests/fuzz/${t}_fuzz.cc" ]; then TARGETS+=("$t"); fi
-done
+TARGETS=(http_router agent_protocol json_models config sim_traces vgpu_region)
 
 usage() {
   sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
@@ -59,7 +56,10 @@ run_target() {
   local dict=()
   if [ -f "tests/fuzz/$target.dict" ]; then dict=("-dict=tests/fuzz/$target.dict"); fi
   local rc=0
-  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  # -entropic=0: clang 14's entropic schedule spent 56% of agent_protocol's time updating
+  # feature frequencies; without it the targets ran 2.5-4.5x the executions per second and
+  # reached as many features in the same number of runs.
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -entropic=0 \
     -max_len="$(max_len "$target")" -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "${dict[@]}" "$@" "${dirs[@]}" >"$log" 2>&1 || rc=$?
   # libFuzzer's last status line ("#N DONE cov: C ft: F corp: I/S ...") and final stats.

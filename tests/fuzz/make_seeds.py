@@ -2,8 +2,9 @@
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/TARGET/), from real requests
 and files: the routes of docs/openapi.json with the bodies the API tests send
 (tests/controller/api_routes_test.cc), the examples of docs/model.md, deploy/config's files and
-the first rows of data/traces. Run it again after changing those; the files it writes are
-committed. Usage: tests/fuzz/make_seeds.py"""
+the first rows of data/traces, the agent protocol encoder's output for the sample messages of
+tests/protocol/agent_protocol_test.cc. Run it again after changing those; the files it writes
+are committed. Usage: tests/fuzz/make_seeds.py"""
 
 import hashlib
 import json
@@ -252,3 +253,82 @@ write("vgpu_region", "agent_slice_strict",
       region_seed(4 * GIB, 500, 1, 0, 50000, b"", [], LIFE))
 write("vgpu_region", "scribbled_magic",
       region_seed(GIB, 1000, 0, 0, 100000, b"GPU-1", [(0, b"GPVGPU02")], LIFE))
+
+
+# --- agent frames (the encoder's output for tests/protocol/agent_protocol_test.cc's sample
+# messages, and the frames tests/controller/agent_link_test.cc sends) -------------------------
+FRAMES = [
+    ('hello',
+     '{"ack":0,"body":{"gpus":{"backend":"nvml","cuda_driver_version":"12.2","driver_version":"535.104.05","gpus":[{"compute_capability":"8.0","index":0,"memory_total_mib":81920,"mig_enabled":false,"mig_instances":[],"model":"NVIDIA A100-SXM4-80GB","pci_bus_id":"0000:07:00.0","simulated":false,"uuid":"GPU-aaaa"},{"compute_capability":"8.0","index":1,"memory_total_mib":81920,"mig_enabled":true,"mig_instances":[{"compute_instance_id":0,"gpu_instance_id":7,"memory_mib":9856,"profile":"1g.10gb","uuid":"MIG-1"}],"model":"NVIDIA A100-SXM4-80GB","pci_bus_id":"0000:0f:00.0","simulated":true,"uuid":"GPU-bbbb"}],"links":[{"gpu_a":0,"gpu_b":1,"level":"NV12","nvlink_count":12},{"gpu_a":1,"gpu_b":0,"level":"PIX","nvlink_count":0}],"simulated":false},"last_node_epoch":41,"node":{"agent_version":"0.1.0","cgroup":"v2","cpu_millis":64000,"hostname":"node-a.example","labels":{"rack":"r1"},"name":"node-a","os":"Linux 6.1","ram_mib":515000},"tasks":[{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"cancelled":false,"ended_at_us":1700000060000000,"exit_code":4,"final_state":"FAILED","log_paths":["/var/lib/gpool/agent/tasks/123.2/stdout.log","/var/lib/gpool/agent/tasks/123.2/stderr.log"],"name":"123.2","oom_killed":false,"pid":4242,"reason":"exited with 4","shell_socket":"/run/gpool/agent/shell.sock","signal":0,"started_at_us":1700000000000000,"state":"exited","stop_reason":"timeout","timed_out":true},{"final_state":"RUNNING","name":"77.0","pid":99,"started_at_us":0,"state":"running"}]},"seq":1,"type":"hello","v":1}'),
+    ('heartbeat',
+     '{"ack":0,"body":{"lease_ok":true,"time_us":1700000000123456},"seq":2,"type":"heartbeat","v":1}'),
+    ('task_update',
+     '{"ack":0,"body":{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"cancelled":false,"ended_at_us":1700000060000000,"exit_code":4,"final_state":"FAILED","log_paths":["/var/lib/gpool/agent/tasks/123.2/stdout.log","/var/lib/gpool/agent/tasks/123.2/stderr.log"],"name":"123.2","oom_killed":false,"pid":4242,"reason":"exited with 4","shell_socket":"/run/gpool/agent/shell.sock","signal":0,"started_at_us":1700000000000000,"state":"exited","stop_reason":"timeout","timed_out":true},"seq":3,"type":"task_update","v":1}'),
+    ('task_update',
+     '{"ack":0,"body":{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"final_state":"","pid":0,"started_at_us":0,"state":"starting"},"seq":4,"type":"task_update","v":1}'),
+    ('telemetry',
+     '{"ack":0,"body":{"gpus":[{"ecc_corrected":2,"ecc_uncorrected":null,"index":3,"memory_clock_mhz":1593,"memory_total_mib":81920,"memory_used_mib":12000,"memory_utilization_pct":40,"power_w":312.5,"processes":[{"job_id":123,"pid":1234,"task":2,"used_mib":11000},{"pid":999,"used_mib":50}],"sm_clock_mhz":1410,"temperature_c":61,"utilization_pct":87,"uuid":"GPU-aaaa","xid_errors":[79,48]},{"ecc_corrected":null,"ecc_uncorrected":null,"index":0,"memory_clock_mhz":0,"memory_total_mib":0,"memory_used_mib":0,"memory_utilization_pct":0,"power_w":0.0,"processes":[],"sm_clock_mhz":0,"temperature_c":0,"utilization_pct":0,"uuid":"GPU-bbbb","xid_errors":[]}],"simulated":true,"taken_at_us":1700000000000000},"seq":5,"type":"telemetry","v":1}'),
+    ('health',
+     '{"ack":0,"body":{"findings":[{"check":"xid","gpu_uuid":"GPU-aaaa","message":"XID 79","pid":0,"severity":"critical","unhealthy":true,"used_mib":0},{"action":"killed","check":"stray_process","gpu_uuid":"GPU-bbbb","message":"process 777 belongs to no task","pid":777,"severity":"warning","unhealthy":false,"used_mib":512}],"time_us":1700000000000000},"seq":6,"type":"health","v":1}'),
+    ('log_data',
+     '{"ack":0,"body":{"data":"bGluZSAxCmxpbmUgACAy/w==","found":true,"job_id":123,"lease_epoch":9,"offset":1024,"request":5,"size":4096,"stream":"stderr","task":2},"seq":7,"type":"log_data","v":1}'),
+    ('log_data',
+     '{"ack":0,"body":{"error":"the log is gone","job_id":123,"lease_epoch":9,"offset":0,"request":6,"stream":"stdout","task":2},"seq":8,"type":"log_data","v":1}'),
+    ('log_data',
+     '{"ack":0,"body":{"found":false,"job_id":123,"lease_epoch":9,"offset":0,"request":7,"stream":"stdout","task":2},"seq":9,"type":"log_data","v":1}'),
+    ('log_data',
+     '{"ack":0,"body":{"data":"","error":"cannot read it","found":true,"job_id":123,"lease_epoch":9,"offset":0,"request":8,"size":100,"stream":"stdout","task":2},"seq":10,"type":"log_data","v":1}'),
+    ('error',
+     '{"ack":0,"body":{"code":"invalid_argument","in_reply_to":17,"message":"body.node.bogus: unknown field"},"seq":11,"type":"error","v":1}'),
+    ('welcome',
+     '{"ack":0,"body":{"config":{"heartbeat_interval_s":2,"stray_policy":"kill","telemetry_interval_s":10},"lease":{"duration_s":10,"renew_every_s":2},"node_credential":"node.5.secret","node_epoch":12},"seq":12,"type":"welcome","v":1}'),
+    ('welcome',
+     '{"ack":0,"body":{"node_epoch":12},"seq":13,"type":"welcome","v":1}'),
+    ('desired_state',
+     '{"ack":0,"body":{"drain":false,"node_epoch":12,"tasks":[{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"launch":{"argv":["python3","train.py","--epochs","3"],"cpus_milli":8000,"env":{"A":"1","B":"two words"},"gid":1001,"gpus":["GPU-aaaa"],"grace_seconds":45,"memory_mib":32768,"pids_max":4096,"rendezvous":{"local_rank":0,"master_addr":"node-a.example","master_port":29501,"node_rank":1,"rank":2,"world_size":4},"slice":{"compute_milli":250,"memory_mib":20480},"time_limit_seconds":3600,"uid":1001,"user":"alice","working_dir":"/home/alice/project"},"requeueable":true},{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"launch":{"argv":["python3","train.py","--epochs","3"],"cpus_milli":8000,"env":{"A":"1","B":"two words"},"gid":1001,"gpus":["GPU-aaaa"],"grace_seconds":45,"memory_mib":32768,"pids_max":4096,"rendezvous":{"local_rank":0,"master_addr":"node-a.example","master_port":29501,"node_rank":1,"rank":2,"world_size":4},"slice":{"compute_milli":250,"memory_mib":20480},"time_limit_seconds":3600,"uid":1001,"user":"alice","working_dir":"/home/alice/project"},"requeueable":true}]},"seq":14,"type":"desired_state","v":1}'),
+    ('desired_state',
+     '{"ack":0,"body":{"drain":true,"node_epoch":13,"tasks":[]},"seq":15,"type":"desired_state","v":1}'),
+    ('assign',
+     '{"ack":0,"body":{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"launch":{"argv":["python3","train.py","--epochs","3"],"cpus_milli":8000,"env":{"A":"1","B":"two words"},"gid":1001,"gpus":["GPU-aaaa"],"grace_seconds":45,"memory_mib":32768,"pids_max":4096,"rendezvous":{"local_rank":0,"master_addr":"node-a.example","master_port":29501,"node_rank":1,"rank":2,"world_size":4},"slice":{"compute_milli":250,"memory_mib":20480},"time_limit_seconds":3600,"uid":1001,"user":"alice","working_dir":"/home/alice/project"},"node_epoch":12,"requeueable":true},"seq":16,"type":"assign","v":1}'),
+    ('assign',
+     '{"ack":0,"body":{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"launch":{"argv":["python3","train.py","--epochs","3"],"cpus_milli":8000,"env":{"A":"1","B":"two words"},"gid":1001,"gpus":["GPU-aaaa"],"grace_seconds":45,"memory_mib":32768,"pids_max":4096,"rendezvous":{"local_rank":0,"master_addr":"node-a.example","master_port":29501,"node_rank":1,"rank":2,"world_size":4},"slice":{"compute_milli":250,"memory_mib":20480},"time_limit_seconds":3600,"uid":1001,"user":"alice","working_dir":"/home/alice/project"},"requeueable":true},"seq":17,"type":"assign","v":1}'),
+    ('cancel',
+     '{"ack":0,"body":{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"grace_s":30,"reason":"node_fail","signal":"TERM"},"seq":18,"type":"cancel","v":1}'),
+    ('cancel',
+     '{"ack":0,"body":{"assignment":{"attempt":1,"job_id":123,"lease_epoch":9,"task":2},"reason":"cancelled","signal":"TERM"},"seq":19,"type":"cancel","v":1}'),
+    ('read_log',
+     '{"ack":0,"body":{"job_id":123,"lease_epoch":9,"max_bytes":1048576,"offset":0,"request":5,"stream":"stdout","task":2},"seq":20,"type":"read_log","v":1}'),
+    ('lease',
+     '{"ack":0,"body":{"node_epoch":12,"valid_until":1700000060000000},"seq":21,"type":"lease","v":1}'),
+]
+
+AGENT_PEERS = {"root": 0, "join": 1, "alice": 2}
+
+
+def frames_seed(peer, *texts):
+    return bytes([AGENT_PEERS[peer]]) + "\n".join(texts).encode()
+
+
+by_type = {}
+for kind, text in FRAMES:
+    by_type.setdefault(kind, []).append(text)
+hello = by_type["hello"][0]
+for kind, texts in by_type.items():
+    for i, text in enumerate(texts):
+        if kind == "hello":
+            write("agent_protocol", f"root_hello_{i}", frames_seed("root", text))
+            write("agent_protocol", f"join_hello_{i}", frames_seed("join", text))
+        elif kind in ("heartbeat", "task_update", "telemetry", "health", "log_data", "error"):
+            write("agent_protocol", f"root_hello_then_{kind}_{i}", frames_seed("root", hello, text))
+        else:  # what gpoold sends: the decoder's round trip; gpoold answers "unimplemented"
+            write("agent_protocol", f"controller_{kind}_{i}", frames_seed("root", hello, text))
+write("agent_protocol", "alice_refused", frames_seed("alice", hello))
+write("agent_protocol", "root_heartbeat_before_hello",
+      frames_seed("root", by_type["heartbeat"][0]))
+write("agent_protocol", "root_newer_version",
+      frames_seed("root", '{"v":2,"type":"hello","seq":1,"ack":0,"body":{}}'))
+write("agent_protocol", "root_hello_twice_then_everything",
+      frames_seed("root", hello, hello, *[t for k, ts in by_type.items()
+                                          if k in ("heartbeat", "task_update", "telemetry",
+                                                   "health", "log_data")
+                                          for t in ts]))
