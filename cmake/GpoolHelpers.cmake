@@ -42,9 +42,30 @@ if(GPOOL_ENABLE_TSAN)
   # does see, so the fences are dropped from the sanitized build instead of being reported.
   add_compile_definitions(BOOST_ASIO_DISABLE_FENCED_BLOCK)
 endif()
+# The libFuzzer build (preset fuzz): every library is compiled with coverage instrumentation for
+# libFuzzer and with ASan+UBSan; only the fuzz targets (tests/fuzz) link libFuzzer's main.
+if(GPOOL_BUILD_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "GPOOL_BUILD_FUZZ needs clang (preset fuzz uses clang++-14)")
+  endif()
+  if(GPOOL_ENABLE_ASAN OR GPOOL_ENABLE_TSAN)
+    message(FATAL_ERROR "GPOOL_BUILD_FUZZ brings its own sanitizers; leave GPOOL_ENABLE_ASAN/TSAN off")
+  endif()
+  # Less UBSan's `function` check (calls through a function pointer of another type): clang 14
+  # cannot emit its prologue data for the split parts of a C++20 coroutine ("Cannot represent a
+  # difference across sections" in server.cc and client.cc).
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=function
+                      -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+# Boost 1.74's Asio recognises C++20 coroutines only with GCC (clang: only the coroutines TS of
+# libc++); clang 14 has them too, with libstdc++'s <coroutine>.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  add_compile_definitions(BOOST_ASIO_HAS_CO_AWAIT=1 BOOST_ASIO_HAS_STD_COROUTINE=1)
+endif()
 # True when the build carries a sanitizer runtime; tests that LD_PRELOAD our own libraries into
 # other programs cannot run then (the sanitizer runtime must come first) and are skipped.
-if(GPOOL_ENABLE_ASAN OR GPOOL_ENABLE_TSAN)
+if(GPOOL_ENABLE_ASAN OR GPOOL_ENABLE_TSAN OR GPOOL_BUILD_FUZZ)
   set(GPOOL_SANITIZED ON)
 else()
   set(GPOOL_SANITIZED OFF)

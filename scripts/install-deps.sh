@@ -10,6 +10,7 @@ PACKAGES=(
   libpq-dev libpqxx-dev postgresql libtomlplusplus-dev libcli11-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   procps tmux util-linux openssl curl pamtester zsh nftables iproute2 prometheus
+  clang-14 libclang-rt-14-dev
   chromium chromium-driver
 )
 

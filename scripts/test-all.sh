@@ -2,8 +2,10 @@
 # The whole test suite, from a fresh clone: installs the Debian packages, checks formatting,
 # builds with warnings as errors and runs every test, then builds the libraries, the daemons and
 # their tests under ASan+UBSan (all but the `gpool` CLI, whose tests ran in the first phase) and
-# runs those again, and last builds and runs the tests of the threaded parts under TSan.
-# CTest's summary line closes the run. This is the README's test command and what CI runs.
+# runs those again, then builds and runs the tests of the threaded parts under TSan, and last
+# builds the libFuzzer targets (clang), fuzzes each for a bounded time and runs every kept
+# regression input (docs/fuzzing.md). CTest's summary line closes the run. This is the README's
+# test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +48,20 @@ ctest --preset ci-tsan -L tsan
 tsan_rc=$?
 set -e
 
+# The fuzz targets (clang, libFuzzer + ASan/UBSan): about 2 minutes of fuzzing in all, with each
+# target's figures, then every seed and kept regression input once under CTest.
+phase "fuzz build (clang, libFuzzer + ASan/UBSan)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+set +e
+phase "fuzzing, 120 s in all"
+scripts/fuzz.sh --all --budget 120
+fuzz_rc=$?
+phase "fuzz regression inputs"
+ctest --preset fuzz
+fuzz_ctest_rc=$?
+set -e
+
 if [ "$release_rc" -ne 0 ]; then
   echo "release suite failed:"
   grep -E 'tests passed|Failed|\*\*\*' "$release_log" | tail -20
@@ -54,4 +70,8 @@ rm -f "$release_log"
 if [ "$asan_rc" -ne 0 ]; then
   echo "ASan+UBSan suite failed (its summary is above the TSan phase)"
 fi
-[ "$release_rc" -eq 0 ] && [ "$asan_rc" -eq 0 ] && [ "$tsan_rc" -eq 0 ]
+if [ "$fuzz_rc" -ne 0 ]; then
+  echo "fuzzing found a crash (its input is printed in base64 above the regression phase)"
+fi
+[ "$release_rc" -eq 0 ] && [ "$asan_rc" -eq 0 ] && [ "$tsan_rc" -eq 0 ] &&
+  [ "$fuzz_rc" -eq 0 ] && [ "$fuzz_ctest_rc" -eq 0 ]

@@ -175,6 +175,12 @@ bool isZeroText(std::string_view text) {
 }  // namespace
 
 Result<json> parseJsonText(std::string_view text, std::string_view what) {
+  // nlohmann takes a NUL byte for the end of the input and would accept "{}\0anything"; JSON
+  // has no NUL outside strings, and inside them it must be escaped.
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Status::invalidArgument(std::string(what) + " is not valid JSON: a NUL byte at offset " +
+                                   std::to_string(nul));
+  }
   // nlohmann keeps the last of duplicate keys silently; a strict reader must reject them, so a
   // parser callback tracks the keys of every open object.
   std::vector<std::set<std::string>> open_objects;

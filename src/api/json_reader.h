@@ -36,13 +36,14 @@
 namespace gpool::api {
 
 // Parses JSON text. `what` names the input in errors (e.g. "request body"). Fails with
-// InvalidArgument naming the byte offset of a syntax error, invalid UTF-8 included.
+// InvalidArgument naming the byte offset of a syntax error, invalid UTF-8 and NUL bytes included.
 Result<nlohmann::json> parseJsonText(std::string_view text, std::string_view what);
 
 // Whether `text` is exactly one JSON object (whitespace around it allowed), as
 // nlohmann::json::parse would accept it: RFC 8259 syntax, strings of valid UTF-8 with paired
-// surrogate escapes. Builds nothing (about 10x faster than nlohmann::json::accept), for text
-// that is only checked before being passed on as it is. Never throws. (json_scan.cc)
+// surrogate escapes (and no NUL byte, where nlohmann would stop reading). Builds nothing (about 10x
+// faster than nlohmann::json::accept), for text that is only checked before being passed on as it
+// is. Never throws. (json_scan.cc)
 bool isJsonObjectText(std::string_view text);
 
 // Serialises `value` compactly (indent < 0) or indented. Invalid UTF-8 in strings is replaced

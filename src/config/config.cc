@@ -63,6 +63,29 @@ std::string numberText(const toml::node& node) {
   return buf;
 }
 
+// `text` with control characters written as escapes (\n, \t, \xNN): messages quote what the
+// file holds (values, keys, toml++'s "saw '...'"), and each must stay one line that a terminal
+// prints as it is.
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 struct ConfigFile::Impl {
@@ -91,6 +114,7 @@ struct ConfigFile::Impl {
     std::string text = source;
     if (line > 0) text += ":" + std::to_string(line);
     text += ": key '" + key_path + "': " + std::string(message);
+    text = printable(text);
     error_texts.push_back(text);
     errors.push_back({line, std::move(text)});
   }
@@ -120,9 +144,9 @@ Result<ConfigFile> ConfigFile::parse(std::string_view text, std::string_view sou
     const auto& where = e.source().begin;
     return Status::invalidArgument(std::string(source_name) + ":" + std::to_string(where.line) +
                                    ":" + std::to_string(where.column) + ": " +
-                                   std::string(e.description()));
+                                   printable(e.description()));
   } catch (const std::exception& e) {
-    return Status::invalidArgument(std::string(source_name) + ": " + e.what());
+    return Status::invalidArgument(std::string(source_name) + ": " + printable(e.what()));
   }
   impl->addSection(&impl->root, "", 0);
   return ConfigFile(std::move(impl));
@@ -173,7 +197,7 @@ Status ConfigFile::finish() {
       if (!best.empty() && best_distance <= std::max<size_t>(2, key.str().size() / 3)) {
         text += " (did you mean '" + best + "'?)";
       }
-      all.push_back({static_cast<uint32_t>(key.source().begin.line), std::move(text)});
+      all.push_back({static_cast<uint32_t>(key.source().begin.line), printable(text)});
     }
   }
   if (all.empty()) return Status::ok();

@@ -250,6 +250,13 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   // `access_token`, since a browser's WebSocket cannot set headers; it is removed from the query
   // before the route sees it.
   Status authenticate(Request& req, bool tls, const Router::Route* route, bool upgrade = false);
+  // Fills `req` from a parsed message of `peer` (a new request id, lower-cased headers) and
+  // decodes its target; the Status is the target's (a bad percent escape, no leading '/').
+  Status prepareRequest(const http::request<http::string_body>& msg, const PeerIdentity& peer,
+                        Request* req);
+  // For an upgrade request on a WebSocket route: authenticates it and runs the route's accept
+  // callback. OK when the connection may become a WebSocket. Never throws.
+  Status acceptUpgrade(Request& req, const Router::Match& match, bool tls);
   std::string nextRequestId() {
     uint64_t n = request_counter_.fetch_add(1) + 1;
     return fmt::format("{:x}-{}", start_seconds_, n);
@@ -348,6 +355,26 @@ void fillRequest(const http::request<http::string_body>& msg, Request* req) {
   }
 }
 
+// The answer to a request that could not be read (`ec` set): 413 and 431 for the limits, 400 for
+// a malformed request; nothing (nullopt) when the peer closed, timed out or reset, or the server
+// stops. Shared by connections and Server::answerBytes.
+std::optional<Response> readErrorResponse(const error_code& ec, const ServerOptions& options) {
+  if (ec == http::error::body_limit) {
+    return Response::error(
+        413, "payload_too_large",
+        fmt::format("request body is larger than the limit of {} bytes", options.max_body_bytes));
+  }
+  if (ec == http::error::header_limit) {
+    return Response::error(431, "headers_too_large",
+                           fmt::format("request headers are larger than the limit of {} bytes",
+                                       options.max_header_bytes));
+  }
+  if (isParseError(ec)) {
+    return Response::error(400, "invalid_argument", "malformed HTTP request: " + ec.message());
+  }
+  return std::nullopt;
+}
+
 http::response<http::string_body> toBeast(Response resp, unsigned version, bool keep_alive,
                                           const std::string& request_id) {
   http::response<http::string_body> res{static_cast<http::status>(resp.status), version};
@@ -421,6 +448,26 @@ Status Server::Impl::authenticate(Request& req, bool tls, const Router::Route* r
     return Status::unauthenticated("missing 'Authorization: Bearer <token>' header");
   }
   return Status::ok();
+}
+
+Status Server::Impl::prepareRequest(const http::request<http::string_body>& msg,
+                                    const PeerIdentity& peer, Request* req) {
+  req->peer = peer;
+  req->request_id = nextRequestId();
+  fillRequest(msg, req);
+  return parseTarget(req->target, &req->path, &req->query);
+}
+
+Status Server::Impl::acceptUpgrade(Request& req, const Router::Match& match, bool tls) {
+  Status auth = authenticate(req, tls, match.route, /*upgrade=*/true);
+  if (auth.isOk() && match.route->websocket.accept) {
+    try {
+      auth = match.route->websocket.accept(req);
+    } catch (const std::exception& e) {
+      auth = Status::internal(std::string("WebSocket accept callback threw: ") + e.what());
+    }
+  }
+  return auth;
 }
 
 Response Server::Impl::dispatch(Request& req, const Router::Match& match, bool tls) {
@@ -511,20 +558,13 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
         co_await http::async_read(stream, buffer, parser, awaitEc(ec));
       }
       std::optional<Response> early;
-      if (ec == http::error::body_limit) {
-        early = Response::error(413, "payload_too_large",
-                                fmt::format("request body is larger than the limit of {} bytes",
-                                            options_.max_body_bytes));
-      } else if (ec == http::error::header_limit) {
-        early = Response::error(431, "headers_too_large",
-                                fmt::format("request headers are larger than the limit of {} bytes",
-                                            options_.max_header_bytes));
-      } else if (ec && isParseError(ec)) {
-        early = Response::error(400, "invalid_argument", "malformed HTTP request: " + ec.message());
-      } else if (ec) {
-        // EOF, timeout, reset or shutdown: nothing to answer.
-        close_gracefully = false;
-        break;
+      if (ec) {
+        early = readErrorResponse(ec, options_);
+        if (!early) {
+          // EOF, timeout, reset or shutdown: nothing to answer.
+          close_gracefully = false;
+          break;
+        }
       }
       if (early) {
         auto res = toBeast(std::move(*early), 11, false, nextRequestId());
@@ -544,10 +584,7 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
 
       http::request<http::string_body> msg = parser.release();
       Request req;
-      req.peer = peer;
-      req.request_id = nextRequestId();
-      fillRequest(msg, &req);
-      Status target_ok = parseTarget(req.target, &req.path, &req.query);
+      Status target_ok = prepareRequest(msg, peer, &req);
       const bool upgrade = websocket::is_upgrade(msg);
       Response resp;
       Router::Match match;
@@ -556,14 +593,7 @@ asio::awaitable<void> Server::Impl::runHttpSession(std::shared_ptr<SessionContro
       } else {
         match = router_.match(req.method, req.path, upgrade);
         if (upgrade && match.kind == Router::Match::Kind::kFound) {
-          Status auth = authenticate(req, tls, match.route, /*upgrade=*/true);
-          if (auth.isOk() && match.route->websocket.accept) {
-            try {
-              auth = match.route->websocket.accept(req);
-            } catch (const std::exception& e) {
-              auth = Status::internal(std::string("WebSocket accept callback threw: ") + e.what());
-            }
-          }
+          Status auth = acceptUpgrade(req, match, tls);
           if (auth.isOk()) {
             req.path_params = match.params;
             requests_served_.fetch_add(1);
@@ -1269,6 +1299,63 @@ void Server::Impl::stop() {
     ::unlink(options_.unix_socket_path.c_str());
   }
   if (spare_fd_ >= 0) ::close(std::exchange(spare_fd_, -1));
+}
+
+std::vector<Response> Server::answerBytes(std::string_view bytes, const PeerIdentity& peer,
+                                          bool token_auth) {
+  Impl& impl = *impl_;
+  std::vector<Response> responses;
+  while (!bytes.empty()) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(impl.options_.max_header_bytes));
+    parser.body_limit(impl.options_.max_body_bytes);
+    parser.eager(true);
+    error_code ec;
+    // The parser takes the whole header in one piece, then the body in as many as it likes.
+    while (!ec && !parser.is_done()) {
+      const size_t used =
+          bytes.empty() ? 0 : parser.put(asio::buffer(bytes.data(), bytes.size()), ec);
+      bytes.remove_prefix(used);
+      if (ec == http::error::need_more) ec = {};
+      if (!ec && used == 0) {
+        // Nothing left, or only part of a header: the peer sent no more (end_of_stream or
+        // partial_message, which get no answer).
+        parser.put_eof(ec);
+        break;
+      }
+    }
+    if (ec || !parser.is_done()) {
+      if (std::optional<Response> early = readErrorResponse(ec, impl.options_)) {
+        responses.push_back(std::move(*early));
+      }
+      break;
+    }
+    http::request<http::string_body> msg = parser.release();
+    Request req;
+    Status target_ok = impl.prepareRequest(msg, peer, &req);
+    if (!target_ok.isOk()) {
+      responses.push_back(Response::error(target_ok));
+    } else {
+      const bool upgrade = websocket::is_upgrade(msg);
+      Router::Match match = impl.router_.match(req.method, req.path, upgrade);
+      if (upgrade && match.kind == Router::Match::Kind::kFound) {
+        Status auth = impl.acceptUpgrade(req, match, token_auth);
+        if (auth.isOk()) {
+          responses.push_back(Response::text(101, ""));
+          break;
+        }
+        Response r = Response::error(auth);
+        if (auth.code() == StatusCode::kUnauthenticated) r.setHeader("WWW-Authenticate", "Bearer");
+        responses.push_back(std::move(r));
+      } else {
+        req.body = std::move(msg.body());
+        responses.push_back(impl.dispatch(req, match, token_auth));
+      }
+    }
+    impl.requests_served_.fetch_add(1);
+    if (!msg.keep_alive()) break;
+  }
+  return responses;
 }
 
 Server::Server(ServerOptions options, Router router)

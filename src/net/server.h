@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "common/status.h"
@@ -130,6 +132,17 @@ class Server {
   // The bound plain-HTTP port (useful with http_port = 0); -1 without an HTTP listener.
   int httpPort() const;
   const std::string& unixSocketPath() const;
+
+  // Answers the requests in `bytes` as one connection would, without a socket: each request is
+  // parsed with this server's limits, authenticated (`token_auth`: by bearer token through
+  // token_verifier, which must then be set, as on the TCP listeners; otherwise `peer` is who the
+  // kernel said, as on the Unix socket), routed and handled on the calling thread. Stops after a
+  // response that closes the connection (an error of the transport, no keep-alive) and at an
+  // incomplete request, which gets no answer, like a peer that hung up. An upgrade that a WebSocket
+  // route accepts gets 101 and ends the bytes; no WebSocket session runs. Needs no start();
+  // thread-safe like the routes. For the fuzz targets (tests/fuzz) and tests.
+  std::vector<Response> answerBytes(std::string_view bytes, const PeerIdentity& peer,
+                                    bool token_auth);
 
   // Counters for tests and metrics.
   uint64_t requestsServed() const;

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim/openb_trace.h"
+
 namespace gpool::sim {
 namespace {
 
@@ -166,6 +168,17 @@ Result<std::vector<DynJob>> readOpenbJobs(const std::string& path, const TraceFi
 
 Result<sched::ClusterState> buildDynamicCluster(const std::string& spec) {
   sched::ClusterState cluster;
+  uint64_t total_gpus = 0;
+  // Checked before anything is built: a spec such as "100000000x8" must not allocate first.
+  auto checkSize = [&](uint64_t count, uint64_t gpus, const std::string& where) -> Status {
+    total_gpus += count * gpus;
+    if (gpus > kMaxGpusPerServer || count > kMaxClusterGpus || total_gpus > kMaxClusterGpus) {
+      return Status::invalidArgument(where + ": at most " + std::to_string(kMaxGpusPerServer) +
+                                     " GPUs per server and " + std::to_string(kMaxClusterGpus) +
+                                     " in all");
+    }
+    return Status::ok();
+  };
   auto addNodes = [&](uint32_t count, uint32_t gpus, const std::string& model, uint64_t mem_mib,
                       uint64_t cpu, uint64_t ram, const std::string& prefix) {
     for (uint32_t i = 0; i < count; ++i) {
@@ -196,6 +209,7 @@ Result<sched::ClusterState> buildDynamicCluster(const std::string& spec) {
                                        ": expected sn,cpu_milli,memory_mib,gpu,model");
       }
       if (gpus == 0) continue;
+      GPOOL_RETURN_IF_ERROR(checkSize(1, gpus, spec + ":" + std::to_string(i + 1)));
       addNodes(1, gpus, f[4], 32 * 1024, cpu, mem, "node-");
     }
   } else {
@@ -226,6 +240,7 @@ Result<sched::ClusterState> buildDynamicCluster(const std::string& spec) {
           }
         }
       }
+      GPOOL_RETURN_IF_ERROR(checkSize(count, gpus, "node group '" + part + "'"));
       addNodes(count, gpus, model, uint64_t{mem_gib} * 1024, uint64_t{cores} * 1000,
                uint64_t{cores} * 8 * 1024, "n");
     }

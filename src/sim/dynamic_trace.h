@@ -50,7 +50,8 @@ Result<int64_t> parseTimestamp(const std::string& text);
 // A cluster from a spec: comma-separated groups "NxG[:MODEL[:MEM_GIB[:CORES]]]" (N servers of G
 // GPUs, default model V100 with 32 GiB; each server 64 cores and 8 GiB RAM per core), e.g. "8x8"
 // or "4x8:A100:80,8x4:T4:16:32"; or the path of an openb node list CSV
-// (sn,cpu_milli,memory_mib,gpu, model). GPU nodes only.
+// (sn,cpu_milli,memory_mib,gpu, model). GPU nodes only. At most kMaxGpusPerServer GPUs per
+// server and kMaxClusterGpus in all (openb_trace.h); more is InvalidArgument.
 Result<sched::ClusterState> buildDynamicCluster(const std::string& spec);
 
 }  // namespace gpool::sim

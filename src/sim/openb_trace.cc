@@ -98,6 +98,7 @@ sched::TaskRequest OpenbPod::toTask() const {
 Result<std::vector<OpenbNode>> readOpenbNodes(const std::string& path) {
   GPOOL_ASSIGN_OR_RETURN(Table t, readTable(path, {"sn", "cpu_milli", "memory_mib", "gpu"}));
   std::vector<OpenbNode> out;
+  uint64_t total_gpus = 0;
   for (size_t r = 0; r < t.rows.size(); ++r) {
     OpenbNode n;
     n.name = field(t, r, "sn");
@@ -107,6 +108,13 @@ Result<std::vector<OpenbNode>> readOpenbNodes(const std::string& path) {
                                    {"gpu", &gpus}}) {
       if (!parseU64(field(t, r, col), dst))
         return badValue(path, t.lines[r], col, field(t, r, col));
+    }
+    total_gpus += gpus;
+    if (gpus > kMaxGpusPerServer || total_gpus > kMaxClusterGpus) {
+      return Status::invalidArgument(path + ":" + std::to_string(t.lines[r]) +
+                                     ": gpu must be <= " + std::to_string(kMaxGpusPerServer) +
+                                     " per node and <= " + std::to_string(kMaxClusterGpus) +
+                                     " in all");
     }
     n.gpus = static_cast<uint32_t>(gpus);
     n.model = field(t, r, "model");

@@ -35,8 +35,15 @@ struct OpenbPod {
   sched::TaskRequest toTask() const;
 };
 
+// The largest pools the simulator builds, from node lists and cluster specs alike: a mistyped
+// spec or a corrupt list is refused instead of allocating without bound (the traces of
+// data/traces have at most 6,212 GPUs).
+inline constexpr uint32_t kMaxGpusPerServer = 1024;
+inline constexpr uint64_t kMaxClusterGpus = 100'000;
+
 // Errors: IoError when the file cannot be read, InvalidArgument (with file:line) for a bad row
-// or a header without the needed columns.
+// or a header without the needed columns. Nodes: more than kMaxGpusPerServer GPUs on a server
+// or kMaxClusterGpus in all is InvalidArgument.
 Result<std::vector<OpenbNode>> readOpenbNodes(const std::string& path);
 Result<std::vector<OpenbPod>> readOpenbPods(const std::string& path);
 

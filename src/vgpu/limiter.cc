@@ -44,7 +44,12 @@ void applyControl(ShmHeader* h, const ControlOutput& out) {
   h->allowed_permille.store(out.allowed_permille, std::memory_order_relaxed);
   std::int64_t cur = h->tokens_ns.load(std::memory_order_relaxed);
   for (;;) {
-    const std::int64_t next = std::min(cur + out.refill_ns, out.burst_ns);
+    // Every process of the task can write the budget: add without overflowing.
+    std::int64_t sum = 0;
+    if (__builtin_add_overflow(cur, out.refill_ns, &sum)) {
+      sum = out.refill_ns > 0 ? INT64_MAX : INT64_MIN;
+    }
+    const std::int64_t next = std::min(sum, out.burst_ns);
     if (h->tokens_ns.compare_exchange_weak(cur, next, std::memory_order_relaxed)) break;
   }
 }

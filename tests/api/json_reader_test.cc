@@ -75,6 +75,20 @@ TEST(ParseJsonTextTest, RejectsSyntaxErrorsAndDuplicateKeys) {
   EXPECT_TRUE(failsWith(parseJsonText("\"\xff\xfe\"", "body").status(), "not valid JSON"));
 }
 
+// nlohmann stops reading at a NUL byte, so "{...}\0anything" parsed as the object (found by
+// tests/fuzz json_models: isJsonObjectText and nlohmann disagreed). JSON has no NUL byte.
+TEST(ParseJsonTextTest, RejectsNulBytes) {
+  using namespace std::string_literals;
+  for (const std::string& text : {"{\"a\":1}\0{\"junk\""s, "\0"s, "{\"a\":\"x\0y\"}"s}) {
+    EXPECT_TRUE(
+        failsWith(parseJsonText(text, "body").status(), "body is not valid JSON: a NUL byte"))
+        << text.size();
+    EXPECT_FALSE(isJsonObjectText(text)) << text.size();
+  }
+  EXPECT_TRUE(failsWith(parseJsonText("{\"a\":1}\0"s, "body").status(), "at offset 7"));
+  EXPECT_TRUE(parseJsonText("{\"a\":\"x\\u0000y\"}", "body").ok());  // escaped: fine
+}
+
 TEST(ParseJsonTextTest, DumpNeverThrowsOnInvalidUtf8) {
   json j = std::string("bad \xff byte");
   EXPECT_NE(dumpJson(j).find("bad"), std::string::npos);

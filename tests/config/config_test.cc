@@ -262,6 +262,28 @@ TEST_F(ConfigFileTest, SyntaxErrorsNameLineAndColumn) {
       << file.status().message();
 }
 
+// Messages quote what the file holds; control characters in it are escaped so that every
+// problem stays one line that a terminal prints as it is (tests/fuzz config found toml++'s
+// "expected 'true', saw 'tru<newline>'" spanning two lines).
+TEST_F(ConfigFileTest, MessagesStayOneLineWhateverTheFileHolds) {
+  Result<ConfigFile> bad = ConfigFile::parse("a = tru\n", "bool.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().find('\n'), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("bool.toml:1:"), std::string::npos)
+      << bad.status().message();
+
+  Result<ConfigFile> file =
+      ConfigFile::parse("\"we\\nird\\u001b[2J\" = 1\n[s]\nx = \"a\\tb\"\n", "keys.toml");
+  ASSERT_TRUE(file.ok()) << file.status().toString();
+  file->root().section("s").fail("x",
+                                 "bad value '" + file->root().section("s").getString("x") + "'");
+  Status s = file->finish();
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(),
+            "keys.toml:1: unknown key 'we\\nird\\x1b[2J'\n"
+            "keys.toml:3: key 's.x': bad value 'a\\tb'");
+}
+
 TEST_F(ConfigFileTest, MissingFile) {
   Result<ConfigFile> file = ConfigFile::load(dir_ + "/absent.toml");
   ASSERT_FALSE(file.ok());

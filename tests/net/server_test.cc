@@ -299,6 +299,70 @@ TEST_F(UnixServerTest, HandlerExceptionIs500AndServerKeepsServing) {
   EXPECT_EQ(c.connectionsOpened(), 1u);
 }
 
+// answerBytes (the entry of the fuzz targets, tests/fuzz) answers what one connection would:
+// pipelined requests in turn until one closes, the server's limits, malformed and incomplete
+// requests, authentication, handler exceptions. The server is never started.
+TEST_F(UnixServerTest, AnswerBytesAnswersLikeAConnection) {
+  Server server(options_, testRouter());
+  PeerIdentity alice;
+  alice.kind = PeerIdentity::Kind::kUnixPeer;
+  alice.user = "alice";
+  alice.uid = 1001;
+  std::vector<Response> r = server.answerBytes(
+      "GET /v1/whoami HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /v1/echo?q=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+      "GET /v1/jobs/7 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+      "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n",
+      alice, false);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(r[0].body)["user"], "alice");
+  EXPECT_EQ(r[1].status, 201);
+  EXPECT_EQ(nlohmann::json::parse(r[1].body), (nlohmann::json{{"body", "hi"}, {"query", "1"}}));
+  EXPECT_EQ(nlohmann::json::parse(r[2].body)["id"], "7");
+
+  // An incomplete request gets no answer, as from a peer that hung up; a malformed one a 400
+  // that ends the connection.
+  EXPECT_TRUE(server.answerBytes("GET /v1/whoami HTTP/1.1\r\nHost: x\r\n", alice, false).empty());
+  EXPECT_TRUE(
+      server.answerBytes("POST /v1/echo HTTP/1.1\r\nContent-Length: 9\r\n\r\nhi", alice, false)
+          .empty());
+  r = server.answerBytes(
+      "GET /v1/health HTTP/1.1\r\n\r\nnot http\r\n\r\nGET /v1/health HTTP/1.1\r\n\r\n", alice,
+      false);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].status, 200);
+  EXPECT_EQ(r[1].status, 400);
+  EXPECT_EQ(errorCode(r[1]), "invalid_argument");
+  r = server.answerBytes("GET /v1/jobs/%zz HTTP/1.1\r\n\r\n", alice, false);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, 400);
+
+  // The limits of the server's options (4096-byte bodies, 2048 bytes of headers).
+  r = server.answerBytes(
+      "POST /v1/echo HTTP/1.1\r\nContent-Length: 5000\r\n\r\n" + std::string(5000, 'x'), alice,
+      false);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, 413);
+  r = server.answerBytes("GET /v1/health HTTP/1.1\r\nX-Big: " + std::string(3000, 'h') + "\r\n\r\n",
+                         alice, false);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, 431);
+
+  // A token listener's peer without a token reaches anonymous routes only.
+  r = server.answerBytes("GET /v1/whoami HTTP/1.1\r\n\r\nGET /v1/health HTTP/1.1\r\n\r\n",
+                         PeerIdentity{}, true);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].status, 401);
+  EXPECT_EQ(r[0].header("WWW-Authenticate"), "Bearer");
+  EXPECT_EQ(r[1].status, 200);
+
+  // A handler exception is a 500, counted like a connection's.
+  r = server.answerBytes("GET /v1/boom HTTP/1.1\r\n\r\n", alice, false);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, 500);
+  EXPECT_EQ(server.handlerExceptions(), 1u);
+}
+
 TEST_F(UnixServerTest, ConcurrentClients) {
   options_.threads = 4;
   startServer();

@@ -123,6 +123,27 @@ TEST(DynamicTrace, BuildsClustersFromSpecs) {
   EXPECT_FALSE(buildDynamicCluster("8by8").ok());
 }
 
+// A mistyped spec or a corrupt node list is refused before anything is built (tests/fuzz
+// sim_traces ran out of time and memory building a server of 12,902,960 GPUs).
+TEST(DynamicTrace, RefusesPoolsBeyondTheLimits) {
+  EXPECT_TRUE(buildDynamicCluster("1x1024").ok());
+  for (const char* spec : {"1x1025", "98x1024", "50x1024,50x1024", "4000000000x8"}) {
+    auto c = buildDynamicCluster(spec);
+    ASSERT_FALSE(c.ok()) << spec;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << spec;
+    EXPECT_NE(c.status().message().find("at most 1024 GPUs per server and 100000 in all"),
+              std::string::npos)
+        << c.status().message();
+  }
+  auto big =
+      buildDynamicCluster(writeTemp("nodes.csv",
+                                    "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,V100\n"
+                                    "n1,64000,262144,12902960,V100\n"));
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("nodes.csv:3"), std::string::npos)
+      << big.status().message();
+}
+
 TEST(DynamicMetrics, PercentileAndJain) {
   std::vector<double> v = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   EXPECT_DOUBLE_EQ(percentile(v, 50), 5);

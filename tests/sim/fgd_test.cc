@@ -88,6 +88,26 @@ TEST(OpenbTrace, ErrorsNameFileAndLine) {
   EXPECT_EQ(readOpenbNodes("/nonexistent/x.csv").status().code(), StatusCode::kIoError);
 }
 
+// A node with more GPUs than any server has, or more GPUs in all than the simulator builds, is
+// refused (a 2^32 + 1 once read as 1 GPU, and 4 billion GPUs as a pool to build).
+TEST(OpenbTrace, RefusesNodeListsBeyondTheLimits) {
+  TempDir dir;
+  const std::string header = "sn,cpu_milli,memory_mib,gpu,model\n";
+  for (const char* row : {"n,64000,262144,1025,V100\n", "n,64000,262144,4294967297,V100\n"}) {
+    auto nodes = readOpenbNodes(dir.write("big.csv", header + row));
+    ASSERT_FALSE(nodes.ok()) << row;
+    EXPECT_NE(nodes.status().message().find("big.csv:2: gpu must be <= 1024"), std::string::npos)
+        << nodes.status().message();
+  }
+  std::string many = header;
+  for (int i = 0; i < 98; ++i)
+    many += "n" + std::to_string(i) + ",64000,262144,1024,V100\n";
+  auto all = readOpenbNodes(dir.write("many.csv", many));
+  ASSERT_FALSE(all.ok());
+  EXPECT_NE(all.status().message().find("many.csv:99"), std::string::npos)
+      << all.status().message();
+}
+
 TEST(FgdReplay, ParseSeeds) {
   EXPECT_EQ(*parseSeeds("42-45"), (std::vector<uint64_t>{42, 43, 44, 45}));
   EXPECT_EQ(*parseSeeds("7"), (std::vector<uint64_t>{7}));

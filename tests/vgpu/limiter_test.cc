@@ -77,6 +77,24 @@ TEST(LimiterTest, TokensAreClampedToOneBurstAndLaunchesStopWhenSpent) {
   EXPECT_TRUE(tryAcquireLaunch(&h));
 }
 
+// Any process of the task can write the budget (the region is mapped read-write): a refill of a
+// budget near the top of its range is clamped to the burst, not wrapped into a negative budget
+// that throttles the task forever (found by tests/fuzz vgpu_region, under UBSan an overflow).
+TEST(LimiterTest, RefillOfAScribbledBudgetSaturates) {
+  ShmHeader h{};
+  ControlOutput out;
+  out.allowed_permille = 500;
+  out.refill_ns = 55'000'000;
+  out.burst_ns = 55'000'000;
+  out.cost_ns = 1000;
+  h.tokens_ns.store(INT64_MAX - 100'000);
+  applyControl(&h, out);
+  EXPECT_EQ(h.tokens_ns.load(), 55'000'000);
+  h.tokens_ns.store(INT64_MIN + 1);
+  applyControl(&h, out);
+  EXPECT_EQ(h.tokens_ns.load(), INT64_MIN + 1 + 55'000'000);
+}
+
 TEST(LimiterTest, UnlimitedTasksNeverWait) {
   ShmHeader h{};
   h.allowed_permille.store(1000);

@@ -238,8 +238,9 @@ void waitForBudget(Region* r) {
     if (tryAcquireLaunch(h)) break;
     // Without a live controller nobody refills the budget: never wait forever for it.
     const std::int64_t now = monotonicUs();
-    if (h->controller_lease_until_us.load(std::memory_order_relaxed) + 10 * period < now &&
-        now - start > 10 * period) {
+    // The lease is whatever a process of the task last wrote: compare without overflowing.
+    const std::int64_t lease_until = h->controller_lease_until_us.load(std::memory_order_relaxed);
+    if (lease_until < now - 10 * period && now - start > 10 * period) {
       break;
     }
   }
@@ -262,8 +263,11 @@ struct ControllerLocal {
 nvmlDevice_t nvmlDeviceFor(Runtime& r, int index) {
   ShmHeader* h = r.regions[index].header;
   nvmlDevice_t dev = nullptr;
-  if (h->device_uuid[0] != '\0' && r.nvml.nvmlDeviceGetHandleByUUID != nullptr &&
-      r.nvml.nvmlDeviceGetHandleByUUID(h->device_uuid, &dev) == NVML_SUCCESS) {
+  // A copy that surely ends within the field: any process of the task can write the region.
+  char uuid[kShmUuidLen + 1] = {};
+  std::memcpy(uuid, h->device_uuid, kShmUuidLen);
+  if (uuid[0] != '\0' && r.nvml.nvmlDeviceGetHandleByUUID != nullptr &&
+      r.nvml.nvmlDeviceGetHandleByUUID(uuid, &dev) == NVML_SUCCESS) {
     return dev;
   }
   if (r.nvml.nvmlDeviceGetHandleByIndex_v2 != nullptr &&
