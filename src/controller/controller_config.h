@@ -52,6 +52,21 @@ struct AlertSettings {
 // The rule names [alerts.<rule>] accepts (the engine's built-in rules).
 const std::vector<std::string>& alertRuleNames();
 
+// [scheduler]: the policy's switches and durations (docs/scheduler-policy.md). Every duration
+// may be seconds, so that tests and small labs need not wait minutes.
+struct SchedulerSettings {
+  std::string queue_order = "fairshare";  // fairshare, fifo, sjf, las
+  bool backfill = true;
+  int64_t default_time_limit_s = 24 * 3600;  // assumed for jobs without --time (backfill)
+  bool preemption = true;
+  int64_t preempt_min_run_time_s = 600;  // Slurm's PreemptExemptTime
+  int64_t preempt_delay_s = 300;         // KAI's preemption delay
+  int64_t preempt_grace_s = 120;         // Slurm's GraceTime (a QoS may set its own)
+  bool reclaim = true;
+  int64_t reclaim_min_run_time_s = 600;
+  int64_t reclaim_delay_s = 300;
+};
+
 struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
@@ -96,6 +111,7 @@ struct ControllerSettings {
   // which mostly wait for their durable commit: that many can wait at once, sharing fsyncs,
   // without holding the API threads that serve reads. 0 runs them on the API threads.
   int64_t api_blocking_threads = 16;
+  SchedulerSettings scheduler;
   logging::LogOptions log;
   AlertSettings alerts;
 };
