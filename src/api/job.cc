@@ -161,6 +161,8 @@ json toJson(const Job& job) {
   if (job.exit_code) j["exit_code"] = *job.exit_code;
   if (job.array_job_id) j["array_job_id"] = *job.array_job_id;
   if (job.array_index) j["array_index"] = *job.array_index;
+  if (!job.reason_detail.empty()) j["reason_detail"] = job.reason_detail;
+  if (job.expected_start) j["expected_start_us"] = toUnixMicros(*job.expected_start);
   return j;
 }
 
@@ -204,9 +206,13 @@ std::string toJsonText(const Job& job, std::string_view spec_text) {
   if (job.array_job_id) appendInteger(out, "array_job_id", static_cast<int64_t>(*job.array_job_id));
   if (job.end_time) appendInteger(out, "end_time_us", toUnixMicros(*job.end_time));
   if (job.exit_code) appendInteger(out, "exit_code", *job.exit_code);
+  if (job.expected_start) {
+    appendInteger(out, "expected_start_us", toUnixMicros(*job.expected_start));
+  }
   appendString(out, "group", job.group);
   appendInteger(out, "id", static_cast<int64_t>(job.id));
   appendString(out, "reason", job.reason);
+  if (!job.reason_detail.empty()) appendString(out, "reason_detail", job.reason_detail);
   appendInteger(out, "requeue_count", job.requeue_count);
   appendKey(out, "spec");
   out += spec_text;
@@ -239,6 +245,8 @@ Status fromJson(const json& j, Job* out, std::string_view path) {
                     static_cast<uint64_t>(INT64_MAX));
   r.optionalInteger("array_index", &out->array_index, 0u, kMaxArrayIndex);
   r.integer("requeue_count", &out->requeue_count, Presence::kOptional, 0u, 1'000'000u);
+  r.string("reason_detail", &out->reason_detail);
+  r.optionalTime("expected_start_us", &out->expected_start);
   if (r.ok()) {
     r.check(!out->user.empty(), "user", "must not be empty");
     r.check(out->array_job_id.has_value() == out->array_index.has_value(), "array_index",

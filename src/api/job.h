@@ -76,6 +76,11 @@ struct Job {
   std::optional<uint64_t> array_job_id;
   std::optional<uint32_t> array_index;
   uint32_t requeue_count = 0;
+  // For a PENDING job, from the scheduler's last pass (not stored): what it waits for in words
+  // ("needs 4 GPUs of compute, 2 free; reserved to start in 00:06:40"), and when it is expected
+  // to start when a reservation holds resources for it (what squeue --start shows).
+  std::string reason_detail;
+  std::optional<TimePoint> expected_start;
   bool operator==(const Job&) const = default;
 };
 

@@ -378,6 +378,20 @@ std::optional<int64_t> ObjectReader::readInteger(std::string_view key, Presence 
   return std::nullopt;
 }
 
+void ObjectReader::optionalNumber(std::string_view key, std::optional<double>* out, double min,
+                                  double max) {
+  const json* v = take(key, Presence::kOptional);
+  if (v == nullptr) return;
+  if (!v->is_number()) return fail(key, "expected a number, got " + std::string(jsonTypeName(*v)));
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || d < min || d > max) {
+    char range[96];
+    std::snprintf(range, sizeof range, "is out of range [%g, %g]", min, max);
+    return fail(key, range);
+  }
+  *out = d;
+}
+
 std::optional<uint64_t> ObjectReader::readQuantity(std::string_view base_key, Quantity kind,
                                                    Presence presence, bool allow_zero,
                                                    uint64_t max) {

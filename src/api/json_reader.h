@@ -138,6 +138,10 @@ class ObjectReader {
     if (present && ok()) *out = value;
   }
 
+  // A number in [min, max], whole or with a fraction (JSON integers and floats alike);
+  // strings, NaN and infinities are rejected.
+  void optionalNumber(std::string_view key, std::optional<double>* out, double min, double max);
+
   // An array of strings.
   void stringList(std::string_view key, std::vector<std::string>* out,
                   Presence presence = Presence::kOptional);

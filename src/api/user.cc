@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -68,7 +69,15 @@ json toJson(const Quota& q) {
   putQuantity(j, "gpu_hours_period", Quantity::kDuration, static_cast<uint64_t>(q.period_seconds));
   putQuantity(j, "guaranteed_gpus", Quantity::kGpuAmount, q.guaranteed_gpus_milli);
   if (q.max_gpus_milli) putQuantity(j, "max_gpus", Quantity::kGpuAmount, *q.max_gpus_milli);
-  if (q.gpu_hours) j["gpu_hours"] = *q.gpu_hours;
+  if (q.gpu_hours) {
+    // A whole number stays an integer in JSON ("gpu_hours": 100), as before fractions.
+    const double h = *q.gpu_hours;
+    if (h == std::floor(h) && h <= 1e15) {
+      j["gpu_hours"] = static_cast<uint64_t>(h);
+    } else {
+      j["gpu_hours"] = h;
+    }
+  }
   if (q.max_memory_per_task_mib) {
     putQuantity(j, "max_memory_per_task", Quantity::kMemoryMiB, *q.max_memory_per_task_mib);
   }
@@ -85,7 +94,7 @@ json toJson(const Quota& q) {
 Status fromJson(const json& j, Quota* out, std::string_view path) {
   ObjectReader r(j, path);
   r.optionalQuantity("max_gpus", Quantity::kGpuAmount, &out->max_gpus_milli, true);
-  r.optionalInteger("gpu_hours", &out->gpu_hours, uint64_t{0}, uint64_t{1'000'000'000});
+  r.optionalNumber("gpu_hours", &out->gpu_hours, 0, 1e9);
   r.quantity("gpu_hours_period", Quantity::kDuration, &out->period_seconds);
   r.optionalQuantity("max_memory_per_task", Quantity::kMemoryMiB, &out->max_memory_per_task_mib);
   r.optionalQuantity("max_compute", Quantity::kGpuAmount, &out->max_compute_milli, true);

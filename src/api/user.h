@@ -31,7 +31,7 @@ Result<Role> parseRole(std::string_view text);
 // limit can count slices ("1.5" GPUs).
 struct Quota {
   std::optional<uint64_t> max_gpus_milli;           // GPUs held at once
-  std::optional<uint64_t> gpu_hours;                // GPU-hours per period
+  std::optional<double> gpu_hours;                  // GPU-hours per period (0.5 is fine)
   int64_t period_seconds = 30 * 24 * 3600;          // the GPU-hour accounting period
   std::optional<uint64_t> max_memory_per_task_mib;  // GPU memory per task
   std::optional<uint64_t> max_compute_milli;        // sum of compute shares held at once

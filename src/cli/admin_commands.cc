@@ -178,8 +178,15 @@ std::string limitText(const std::optional<uint64_t>& v, std::string (*f)(uint64_
 std::string memText(uint64_t mib) {
   return formatMemoryMiB(mib);
 }
-std::string countText(uint64_t h) {
-  return std::to_string(h);
+// GPU-hours as given: "100", "0.5", "12.25" (at most 3 decimals shown).
+std::string hoursLimitText(double h) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", h);
+  std::string s = buf;
+  while (s.back() == '0')
+    s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s;
 }
 
 // "max_gpus=4 gpu_hours=1000/30-00:00:00 ..." for one line of text.
@@ -187,7 +194,7 @@ std::string quotaSummary(const api::Quota& q) {
   std::vector<std::string> parts;
   if (q.max_gpus_milli) parts.push_back("max_gpus=" + gpuAmount(*q.max_gpus_milli));
   if (q.gpu_hours) {
-    parts.push_back("gpu_hours=" + std::to_string(*q.gpu_hours) + "/" +
+    parts.push_back("gpu_hours=" + hoursLimitText(*q.gpu_hours) + "/" +
                     formatDuration(q.period_seconds));
   }
   if (q.max_memory_per_task_mib) {
@@ -220,7 +227,7 @@ std::vector<std::string> quotaRow(const std::string& subject, const std::string&
   return {subject,
           name,
           q.max_gpus_milli ? gpuAmount(*q.max_gpus_milli) : "-",
-          limitText(q.gpu_hours, countText),
+          q.gpu_hours ? hoursLimitText(*q.gpu_hours) : "-",
           formatDuration(q.period_seconds),
           limitText(q.max_memory_per_task_mib, memText),
           q.max_compute_milli ? gpuAmount(*q.max_compute_milli) : "-",
@@ -682,7 +689,8 @@ const std::vector<LimitFlag>& limitFlags() {
   static const std::vector<LimitFlag> flags = {
       {"max-gpus", "max_gpus", "max_gpus_milli",
        "GPUs held at once, slices counted (4, 1.5; none: no limit)", false, true},
-      {"gpu-hours", "gpu_hours", "gpu_hours", "GPU-hours per period (none: no limit)", true, true},
+      {"gpu-hours", "gpu_hours", "gpu_hours", "GPU-hours per period (100, 0.5; none: no limit)",
+       false, true},
       {"period", "gpu_hours_period", "gpu_hours_period_seconds",
        "the GPU-hour period (30d, 7d; default 30 days)", false, false},
       {"max-gpu-mem", "max_memory_per_task", "max_memory_per_task_mib",
@@ -807,7 +815,17 @@ Status runQuotaSet(const GlobalOptions& global, const QuotaArgs& a) {
       }
       continue;
     }
-    if (f.integer) {
+    if (std::string_view(f.field) == "gpu_hours") {
+      // Fractions of a GPU-hour are fine (a small lab's 0.5); sent as a JSON number.
+      Result<uint64_t> milli =
+          parseScaledDecimal(it->second, 3, uint64_t{1'000'000'000'000}, "GPU-hours");
+      if (!milli.ok()) {
+        return Status::invalidArgument("--gpu-hours: '" + it->second +
+                                       "' is not a number of GPU-hours (e.g. 100 or 0.5, at most "
+                                       "3 decimals; or none)");
+      }
+      limits[f.field] = static_cast<double>(*milli) / 1000.0;
+    } else if (f.integer) {
       uint64_t v = 0;
       const std::string& t = it->second;
       auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
@@ -1306,7 +1324,7 @@ std::string usedOf(const json& used, const api::Quota& q) {
     parts.push_back("gpus " + used.value("gpus", std::string("0")) +
                     (q.max_gpus_milli ? "/" + gpuAmount(*q.max_gpus_milli) : ""));
     parts.push_back("gpu_hours " + hoursText(used.value("gpu_hours", 0.0)) +
-                    (q.gpu_hours ? "/" + std::to_string(*q.gpu_hours) : "") + " in the last " +
+                    (q.gpu_hours ? "/" + hoursLimitText(*q.gpu_hours) : "") + " in the last " +
                     formatDuration(q.period_seconds));
   }
   std::string out;
@@ -1326,7 +1344,7 @@ Status printQuotas(const json& account) {
                    used.value("gpus", std::string("0")) +
                        (limits.max_gpus_milli ? "/" + gpuAmount(*limits.max_gpus_milli) : ""),
                    hoursText(used.value("gpu_hours", 0.0)) +
-                       (limits.gpu_hours ? "/" + std::to_string(*limits.gpu_hours) : "")});
+                       (limits.gpu_hours ? "/" + hoursLimitText(*limits.gpu_hours) : "")});
   }
   if (rows.empty()) {
     std::cout << "No quota applies to you: no limits beyond the pool's capacity and QoS\n";

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/gpu_model.h"
 #include "api/job.h"
 #include "api/json_reader.h"
 #include "api/node.h"
@@ -163,6 +164,7 @@ struct QueueArgs {
   std::vector<std::string> states;
   bool all = false;
   bool watch = false;
+  bool start = false;  // squeue --start: expected start times
 };
 
 // --watch: calls `draw` now and again after every job event from GET /v1/watch (at most every
@@ -245,7 +247,7 @@ Status runQueue(const GlobalOptions& global, const QueueArgs& a) {
       return Status::ok();
     }
     if (a.watch) std::cout << "\033[H\033[2J";  // redraw from the top of a cleared screen
-    std::cout << formatQueue(jobs, now()) << std::flush;
+    std::cout << (a.start ? formatQueueStart(jobs, now()) : formatQueue(jobs, now())) << std::flush;
     return Status::ok();
   };
   if (!a.watch) return draw();
@@ -336,10 +338,10 @@ Status runCancel(const GlobalOptions& global, const CancelArgs& a) {
 
 // ---------------------------------------------------------------- nodes
 
-Status runNodes(const GlobalOptions& global) {
+Status runNodes(const GlobalOptions& global, bool models) {
   GPOOL_ASSIGN_OR_RETURN(ApiClient api, ApiClient::connect(global));
   GPOOL_ASSIGN_OR_RETURN(json answer, api.get("/v1/nodes"));
-  if (global.json) {
+  if (global.json && !models) {
     printJson(answer);
     return Status::ok();
   }
@@ -351,6 +353,26 @@ Status runNodes(const GlobalOptions& global) {
     api::Node node;
     GPOOL_RETURN_IF_ERROR(api::fromJson(j, &node, "gpoold's node"));
     nodes.push_back(std::move(node));
+  }
+  if (models) {
+    if (global.json) {
+      std::map<std::string, json> by_model;
+      for (const api::Node& node : nodes) {
+        for (const api::Gpu& gpu : node.gpus) {
+          json& m = by_model[gpu.model];
+          if (m.is_null())
+            m = json{{"model", gpu.model}, {"gpus", 0}, {"names", api::gpuModelNames(gpu.model)}};
+          m["gpus"] = m["gpus"].get<int64_t>() + 1;
+        }
+      }
+      json out = json::array();
+      for (auto& [model, m] : by_model)
+        out.push_back(std::move(m));
+      printJson(json{{"models", std::move(out)}});
+    } else {
+      std::cout << formatGpuModels(nodes);
+    }
+    return Status::ok();
   }
   // Usage comes from the jobs that hold resources, as far as the caller may list them.
   GPOOL_ASSIGN_OR_RETURN(std::vector<api::Job> running,
@@ -529,6 +551,9 @@ void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global
                   "every user's jobs (as far as your role lets you see them)");
   queue->add_flag("-w,--watch", queue_args->watch,
                   "redraw on every job event until Ctrl-C (polls every 2 s without live updates)");
+  queue->add_flag("--start", queue_args->start,
+                  "START_TIME instead of TIME: when a reservation expects each pending job to "
+                  "start (N/A without one), like squeue --start");
   queue->footer(footer);
   queue->callback(reporting([global, queue_args] { return runQueue(*global, *queue_args); }));
 
@@ -549,8 +574,11 @@ void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global
 
   // ---- nodes
   auto* nodes = app.add_subcommand("nodes", "List the pool's servers and their GPUs, like sinfo");
+  auto models = std::make_shared<bool>(false);
+  nodes->add_flag("--models", *models,
+                  "list the pool's GPU models and the names --gpu-model accepts for each");
   nodes->footer(footer);
-  nodes->callback(reporting([global] { return runNodes(*global); }));
+  nodes->callback(reporting([global, models] { return runNodes(*global, *models); }));
 }
 
 }  // namespace gpool::cli

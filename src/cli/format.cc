@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "api/text.h"
+#include "api/gpu_model.h"
 #include "common/units.h"
 
 namespace gpool::cli {
@@ -146,6 +147,25 @@ std::string formatQueue(const std::vector<api::Job>& jobs, TimePoint now) {
       {Align::kRight, Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight});
 }
 
+std::string formatQueueStart(const std::vector<api::Job>& jobs, TimePoint now) {
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(jobs.size());
+  for (const api::Job& job : jobs) {
+    std::string start = "N/A";
+    if (job.state != api::JobState::kPending) {
+      start = job.start_time ? localTime(*job.start_time) : "-";
+    } else if (job.expected_start) {
+      start = localTime(std::max(*job.expected_start, now));
+    }
+    rows.push_back({api::formatJobId(job), job.spec.name, job.user,
+                    std::string(api::jobStateCode(job.state)), start, jobGpus(job.spec),
+                    jobWhere(job)});
+  }
+  return formatTable(
+      {"JOBID", "NAME", "USER", "ST", "START_TIME", "GPUS", "NODE(REASON)"}, rows,
+      {Align::kRight, Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight});
+}
+
 std::string formatJob(const api::Job& job, TimePoint now) {
   const api::JobSpec& s = job.spec;
   std::vector<std::pair<std::string, std::string>> f;
@@ -156,6 +176,14 @@ std::string formatJob(const api::Job& job, TimePoint now) {
   f.emplace_back("Group", job.group.empty() ? "-" : job.group);
   f.emplace_back("State", std::string(api::jobStateName(job.state)) +
                               (job.reason.empty() ? "" : " Reason=" + job.reason));
+  // The scheduler's words about a pending job, and when its reservation expects it to start.
+  if (!job.reason_detail.empty()) f.emplace_back("Waiting", job.reason_detail);
+  if (job.expected_start) {
+    const int64_t in_s = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::seconds>(*job.expected_start - now).count());
+    f.emplace_back("ExpectedStart",
+                   localTime(*job.expected_start) + " (in " + formatDuration(in_s) + ")");
+  }
   if (job.exit_code) f.emplace_back("ExitCode", std::to_string(*job.exit_code));
   f.emplace_back("SubmitTime", localTime(job.submit_time));
   f.emplace_back("StartTime", job.start_time ? localTime(*job.start_time) : "-");
@@ -234,6 +262,7 @@ std::vector<std::pair<std::string, NodeUsage>> usageByNode(const std::vector<api
       for (const api::Slice& slice : a.slices) {
         ++u.slices;
         u.gpu_compute_milli += slice.compute_milli;
+        u.compute_by_gpu[slice.gpu_uuid] += slice.compute_milli;
       }
     }
   }
@@ -255,7 +284,12 @@ std::string nodeGpus(const api::Node& node) {
   std::vector<std::string> parts;
   for (const auto& [model, count] : models)
     parts.push_back(std::to_string(count) + "x " + model);
-  return joined(parts, ", ");
+  const auto unhealthy = std::count_if(node.gpus.begin(), node.gpus.end(), [](const api::Gpu& g) {
+    return g.health == api::GpuHealth::kUnhealthy;
+  });
+  std::string out = joined(parts, ", ");
+  if (unhealthy > 0) out += " (" + std::to_string(unhealthy) + " unhealthy)";
+  return out;
 }
 
 std::string formatNodes(const std::vector<api::Node>& nodes,
@@ -267,8 +301,16 @@ std::string formatNodes(const std::vector<api::Node>& nodes,
     for (const auto& [name, node_usage] : usage) {
       if (name == node.name) u = node_usage;
     }
-    uint64_t capacity = uint64_t{node.gpus.size()} * 1000;
-    uint64_t free = capacity - std::min(capacity, u.gpu_compute_milli);
+    // Free is what the scheduler could still place: healthy GPUs of a server that takes work.
+    uint64_t free = 0;
+    if (api::isSchedulable(node.state)) {
+      for (const api::Gpu& gpu : node.gpus) {
+        if (gpu.health == api::GpuHealth::kUnhealthy) continue;
+        auto used = u.compute_by_gpu.find(gpu.uuid);
+        const uint64_t taken = used == u.compute_by_gpu.end() ? 0 : used->second;
+        free += 1000 - std::min<uint64_t>(1000, taken);
+      }
+    }
     std::string state(api::nodeStateName(node.state));
     if (!node.state_reason.empty()) state += " (" + node.state_reason + ")";
     for (const api::Gpu& gpu : node.gpus)
@@ -283,13 +325,33 @@ std::string formatNodes(const std::vector<api::Node>& nodes,
       {"NODE", "STATE", "GPUS", "SLICES(free/used)", "CPU(used/total)", "MEM(used/total)"}, rows,
       {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight});
   if (simulated) out += "(some GPUs are simulated by the fake backend)\n";
-  // What the agents found wrong with the servers themselves (a GPU missing, the driver).
+  // What the agents found wrong with the servers themselves (a GPU missing, the driver), and
+  // the unhealthy GPUs, which get no work.
   for (const api::Node& node : nodes) {
-    if (!node.health_reason.empty()) {
-      out += terminalSafe(node.name + ": " + node.health_reason) + "\n";
+    if (!node.health_reason.empty()) out += terminalSafe(node.name + ": " + node.health_reason) + "\n";
+    for (const api::Gpu& gpu : node.gpus) {
+      if (gpu.health != api::GpuHealth::kUnhealthy) continue;
+      out += terminalSafe(node.name + ": GPU " + std::to_string(gpu.index) + " is unhealthy" +
+                          (gpu.health_reason.empty() ? "" : ": " + gpu.health_reason)) +
+             "\n";
     }
   }
   return out;
+}
+
+std::string formatGpuModels(const std::vector<api::Node>& nodes) {
+  std::map<std::string, size_t> count;
+  for (const api::Node& node : nodes) {
+    for (const api::Gpu& gpu : node.gpus)
+      ++count[gpu.model];
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [model, n] : count)
+    rows.push_back({model, std::to_string(n), joined(api::gpuModelNames(model), ", ")});
+  return formatTable({"MODEL", "GPUS", "NAMES (--gpu-model)"}, rows,
+                     {Align::kLeft, Align::kRight, Align::kLeft}) +
+         "--gpu-model takes any of the names, in any case: a name's words must be the model's, "
+         "in order\n";
 }
 
 }  // namespace gpool::cli

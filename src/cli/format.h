@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,10 @@ std::string jobWhere(const api::Job& job);
 // `gpool queue`'s table: JOBID NAME USER ST TIME GPUS NODE(REASON).
 std::string formatQueue(const std::vector<api::Job>& jobs, TimePoint now);
 
+// `gpool queue --start` (squeue --start): START_TIME instead of TIME, the expected start of a
+// pending job held back by a reservation ("N/A" without one), the start of a running one.
+std::string formatQueueStart(const std::vector<api::Job>& jobs, TimePoint now);
+
 // `gpool show`'s long form: one "Key: value" line per field (scontrol show job style).
 std::string formatJob(const api::Job& job, TimePoint now);
 
@@ -55,6 +60,7 @@ std::string formatJob(const api::Job& job, TimePoint now);
 struct NodeUsage {
   uint32_t slices = 0;             // slices allocated (a whole exclusive GPU counts one)
   uint64_t gpu_compute_milli = 0;  // compute allocated, thousandths of a GPU, all GPUs
+  std::map<std::string, uint64_t> compute_by_gpu;  // the same per GPU UUID
   uint64_t cpus_milli = 0;
   uint64_t ram_mib = 0;
 };
@@ -65,9 +71,15 @@ std::vector<std::pair<std::string, NodeUsage>> usageByNode(const std::vector<api
 std::string nodeGpus(const api::Node& node);
 
 // `gpool nodes`' table: NODE STATE GPUS SLICES(free/used) CPU(used/total) MEM(used/total).
-// SLICES "free" is the GPU compute still free in GPUs ("1.75"), "used" the number of slices
-// allocated; `usage` comes from usageByNode.
+// SLICES "free" is the GPU compute still free in GPUs ("1.75") on healthy GPUs of a server that
+// takes work (an unhealthy GPU, or a DOWN or drained server, has none free: the scheduler places
+// nothing there), "used" the number of slices allocated; GPUS says how many are unhealthy.
+// `usage` comes from usageByNode.
 std::string formatNodes(const std::vector<api::Node>& nodes,
                         const std::vector<std::pair<std::string, NodeUsage>>& usage);
+
+// `gpool nodes --models`: MODEL GPUS NAMES, one row per GPU model of the pool with how many GPUs
+// have it and the names `--gpu-model` accepts for it (api/gpu_model.h).
+std::string formatGpuModels(const std::vector<api::Node>& nodes);
 
 }  // namespace gpool::cli

@@ -1,5 +1,8 @@
 #include "controller/accounting.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace gpool::controller {
@@ -20,6 +23,44 @@ Result<double> jobGpuHours(store::Store& store, int64_t job_id) {
 
 void chargeRun(sched::UsageLedger& ledger, const store::UsageRecord& record) {
   ledger.chargeBilled(record.user, record.group, gpuHours(record) * 3600.0, record.end);
+}
+
+Result<std::vector<store::UsageRow>> usageSoFar(store::Store& store, store::UsageGrouping by,
+                                                TimePoint from, TimePoint to,
+                                                const std::vector<store::JobRecord>* holding) {
+  GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRow> ended, store.usageReport(by, from, to));
+  std::vector<store::JobRecord> read;
+  if (holding == nullptr) {
+    GPOOL_ASSIGN_OR_RETURN(read, store.jobsInStates({"RUNNING", "COMPLETING"}));
+    holding = &read;
+  }
+  std::map<std::string, store::UsageRow> rows;
+  for (store::UsageRow& row : ended)
+    rows[row.key] = std::move(row);
+  for (const store::JobRecord& job : *holding) {
+    if ((job.state != "RUNNING" && job.state != "COMPLETING") || !job.start_time) continue;
+    const TimePoint start = std::max(*job.start_time, from);
+    if (to <= start) continue;
+    const double hours = std::chrono::duration<double, std::ratio<3600>>(to - start).count();
+    const std::string& key = by == store::UsageGrouping::kGroup ? job.group : job.user;
+    store::UsageRow& row = rows[key];
+    row.key = key;
+    row.gpu_hours += job.gpu_thousandths / 1000.0 * hours;
+    // A requeued job's earlier runs may have counted it already; a job counts once.
+    bool counted = false;
+    if (job.requeue_count > 0) {
+      GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRecord> runs, store.usageOfJob(job.id));
+      counted = std::any_of(runs.begin(), runs.end(), [&](const store::UsageRecord& r) {
+        return r.end > from && r.start < to;
+      });
+    }
+    if (!counted) ++row.jobs;
+  }
+  std::vector<store::UsageRow> out;
+  out.reserve(rows.size());
+  for (auto& [key, row] : rows)
+    out.push_back(std::move(row));
+  return out;
 }
 
 Status rebuildLedger(store::Store& store, sched::UsageLedger& ledger, TimePoint now,

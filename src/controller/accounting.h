@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
@@ -22,6 +23,16 @@ Result<double> jobGpuHours(store::Store& store, int64_t job_id);
 // Charges one finished run to its user and group in `ledger` (billed GPU-seconds, dated at the
 // run's end).
 void chargeRun(sched::UsageLedger& ledger, const store::UsageRecord& record);
+
+// GPU-hours per user or group within [from, to]: the ended runs (usage records) plus, for each
+// job that holds GPUs now (RUNNING or COMPLETING), its GPUs times the part of its run so far
+// that lies in the period, as Slurm counts running jobs against GrpTRESMins. So usage shows
+// while work runs (`gpool usage`, `gpool account`), and one long job cannot outrun a quota
+// until it ends. `holding` is the jobs holding GPUs when the caller has read them already;
+// null: read from the store. Rows are ordered by key; a running job counts once in `jobs`.
+Result<std::vector<store::UsageRow>> usageSoFar(
+    store::Store& store, store::UsageGrouping by, TimePoint from, TimePoint to,
+    const std::vector<store::JobRecord>* holding = nullptr);
 
 // Rebuilds `ledger` after a restart from the store's usage over the last `lookback`, in buckets
 // of `bucket` dated at each bucket's end (decay within a bucket is ignored).

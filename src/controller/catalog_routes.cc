@@ -10,6 +10,7 @@
 
 #include "api/json_reader.h"
 #include "api/user.h"
+#include "controller/accounting.h"
 #include "controller/route_helpers.h"
 #include "store/api_codec.h"
 
@@ -362,10 +363,13 @@ Status addUsageRoute(net::Router& router, const Context& ctx) {
             }
             if (!(from < to)) return Status::invalidArgument("from: must be before to");
             bool by_group = by == "group";
-            GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRow> rows,
-                                   store.usageReport(by_group ? store::UsageGrouping::kGroup
-                                                              : store::UsageGrouping::kUser,
-                                                     from, to));
+            // Running jobs count with their run so far (issue 21: a user holding 32 GPUs
+            // showed no use until the jobs ended).
+            GPOOL_ASSIGN_OR_RETURN(
+                std::vector<store::UsageRow> rows,
+                usageSoFar(store,
+                           by_group ? store::UsageGrouping::kGroup : store::UsageGrouping::kUser,
+                           from, std::min(to, clock.now())));
             json out = json::array();
             for (const store::UsageRow& row : rows) {
               bool visible = by_group ? maySeeGroup(caller, row.key) : maySeeUser(caller, row.key);
@@ -440,10 +444,11 @@ Status addAccountRoute(net::Router& router, const Context& ctx) {
             // GPU-hours of `key` over the `period_s` before now.
             auto used_hours = [&](bool by_group, const std::string& key,
                                   int64_t period_s) -> Result<double> {
-              GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRow> rows,
-                                     store.usageReport(by_group ? store::UsageGrouping::kGroup
-                                                                : store::UsageGrouping::kUser,
-                                                       now - std::chrono::seconds(period_s), now));
+              GPOOL_ASSIGN_OR_RETURN(
+                  std::vector<store::UsageRow> rows,
+                  usageSoFar(store,
+                             by_group ? store::UsageGrouping::kGroup : store::UsageGrouping::kUser,
+                             now - std::chrono::seconds(period_s), now, &jobs));
               for (const store::UsageRow& r : rows) {
                 if (r.key == key) return r.gpu_hours;
               }

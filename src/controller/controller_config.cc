@@ -242,6 +242,31 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
     ctl.fail("node_down_after", "must exceed lease_duration + heartbeat_interval");
   }
   s.alerts = readAlertSettings(root.section("alerts"));
+  config::ConfigSection sch = root.section("scheduler");
+  SchedulerSettings& p = s.scheduler;
+  p.queue_order = sch.getString("queue_order", p.queue_order);
+  if (p.queue_order != "fairshare" && p.queue_order != "fifo" && p.queue_order != "sjf" &&
+      p.queue_order != "las") {
+    sch.fail("queue_order", "must be fairshare, fifo, sjf or las");
+  }
+  p.backfill = sch.getBool("backfill", p.backfill);
+  p.default_time_limit_s = sch.getDuration("default_time_limit", p.default_time_limit_s);
+  p.preemption = sch.getBool("preemption", p.preemption);
+  p.preempt_min_run_time_s = sch.getDuration("preempt_min_run_time", p.preempt_min_run_time_s);
+  p.preempt_delay_s = sch.getDuration("preempt_delay", p.preempt_delay_s);
+  p.preempt_grace_s = sch.getDuration("preempt_grace", p.preempt_grace_s);
+  p.reclaim = sch.getBool("reclaim", p.reclaim);
+  p.reclaim_min_run_time_s = sch.getDuration("reclaim_min_run_time", p.reclaim_min_run_time_s);
+  p.reclaim_delay_s = sch.getDuration("reclaim_delay", p.reclaim_delay_s);
+  if (p.default_time_limit_s <= 0) sch.fail("default_time_limit", "must be positive");
+  for (auto [key, value] :
+       {std::pair<const char*, int64_t>{"preempt_min_run_time", p.preempt_min_run_time_s},
+        {"preempt_delay", p.preempt_delay_s},
+        {"preempt_grace", p.preempt_grace_s},
+        {"reclaim_min_run_time", p.reclaim_min_run_time_s},
+        {"reclaim_delay", p.reclaim_delay_s}}) {
+    if (value < 0) sch.fail(key, "must not be negative");
+  }
   GPOOL_RETURN_IF_ERROR(file.finish());
   return s;
 }

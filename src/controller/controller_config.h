@@ -52,6 +52,21 @@ struct AlertSettings {
 // The rule names [alerts.<rule>] accepts (the engine's built-in rules).
 const std::vector<std::string>& alertRuleNames();
 
+// [scheduler]: the policy's switches and durations (docs/scheduler-policy.md). Every duration
+// may be seconds, so that tests and small labs need not wait minutes.
+struct SchedulerSettings {
+  std::string queue_order = "fairshare";  // fairshare, fifo, sjf, las
+  bool backfill = true;
+  int64_t default_time_limit_s = 24 * 3600;  // assumed for jobs without --time (backfill)
+  bool preemption = true;
+  int64_t preempt_min_run_time_s = 600;  // Slurm's PreemptExemptTime
+  int64_t preempt_delay_s = 300;         // KAI's preemption delay
+  int64_t preempt_grace_s = 120;         // Slurm's GraceTime (a QoS may set its own)
+  bool reclaim = true;
+  int64_t reclaim_min_run_time_s = 600;
+  int64_t reclaim_delay_s = 300;
+};
+
 struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
@@ -117,6 +132,7 @@ struct ControllerSettings {
   // must allow them too); any other uid below min_job_uid is refused.
   bool allow_root_jobs = false;
   int64_t min_job_uid = 1;
+  SchedulerSettings scheduler;
   logging::LogOptions log;
   AlertSettings alerts;
 };

@@ -92,6 +92,23 @@ Result<store::StorePtr> openStore(const Settings& s) {
   return store::StorePtr(std::move(lite));
 }
 
+// gpoold.toml's [scheduler] section into the policy every pass starts from.
+void applySchedulerSettings(const SchedulerSettings& in, sched::SchedulerConfig* out) {
+  if (Result<sched::QueueOrder> order = sched::parseQueueOrder(in.queue_order); order.ok()) {
+    out->order = *order;  // checked when the file was read
+  }
+  out->backfill.enabled = in.backfill;
+  out->backfill.default_time_limit_s = in.default_time_limit_s;
+  sched::PreemptionConfig& p = out->preemption;
+  p.enabled = in.preemption;
+  p.min_run_time_s = in.preempt_min_run_time_s;
+  p.delay_s = in.preempt_delay_s;
+  p.grace_s = in.preempt_grace_s;
+  p.reclaim = in.reclaim;
+  p.reclaim_min_run_time_s = in.reclaim_min_run_time_s;
+  p.reclaim_delay_s = in.reclaim_delay_s;
+}
+
 int run(const std::string& config_path, bool once, bool list_routes) {
   Result<Settings> settings = readControllerSettings(config_path);
   if (!settings.ok()) {
@@ -136,6 +153,7 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   options.min_gap = std::chrono::milliseconds(settings->schedule_min_gap_ms);
   options.usage_half_life_s = settings->usage_half_life_s;
   options.require_connected_agents = !once;  // --once has no agent link
+  applySchedulerSettings(settings->scheduler, &options.scheduler);
   SchedulingLoop loop(**store, registry, gateway, clock, options);
   gateway.attach(loop);
   TelemetryHistory telemetry;
@@ -155,6 +173,10 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   service_options.log_relay = &gateway;  // logs of tasks on other servers, through their agents
   service_options.allow_root_jobs = settings->allow_root_jobs;
   service_options.min_job_uid = static_cast<uint32_t>(settings->min_job_uid);
+  service_options.default_qos = options.scheduler.qos_levels.front().name;
+  service_options.configured_qos.clear();
+  for (const sched::QosLevel& level : options.scheduler.qos_levels)
+    service_options.configured_qos.push_back(level.name);
   JobService service(**store, registry, clock, &loop, service_options);
   if (once) {
     Result<PassReport> r = loop.runOnce();

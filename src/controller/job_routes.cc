@@ -80,7 +80,11 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                // stored spec is served as stored (store::apiJobJsonText).
                std::string body = "{\"jobs\":[";
                for (size_t i = 0; i < page.jobs.size(); ++i) {
-                 GPOOL_ASSIGN_OR_RETURN(std::string j, store::apiJobJsonText(page.jobs[i]));
+                 std::optional<PendingInsight> insight = jobs.insightOf(page.jobs[i]);
+                 GPOOL_ASSIGN_OR_RETURN(
+                     std::string j, insight ? store::apiJobJsonText(page.jobs[i], insight->detail,
+                                                                    insight->expected_start)
+                                            : store::apiJobJsonText(page.jobs[i]));
                  if (i > 0) body += ',';
                  body += j;
                }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/text.h"
+#include "api/gpu_model.h"
 #include "api/user.h"
 #include "common/units.h"
 #include "store/api_codec.h"
@@ -27,6 +28,13 @@ Status bad(std::string_view field, const std::string& why) {
 
 std::string mib(uint64_t v) {
   return std::to_string(v) + " MiB";
+}
+
+std::string joinedModels(const std::vector<std::string>& models) {
+  std::string out;
+  for (size_t i = 0; i < models.size(); ++i)
+    out += (i ? ", " : "") + models[i];
+  return out;
 }
 
 }  // namespace
@@ -93,9 +101,13 @@ Status JobService::applyLimits(const std::string& user, const std::string& group
     }
   }
 
-  // GPU memory per task: explicit, or what the largest GPU gives a whole GPU or the slice.
+  // GPU memory per task (max_gpu_mem) bounds what a task takes of shared GPUs: its slices'
+  // memory quotas, or whole GPUs asked for with --gpu-mem (shared slices of that size). A whole
+  // GPU without --gpu-mem is the task's alone: it is counted by max_gpus, not by its memory,
+  // so the limit never refuses it (issue 21: a 40G limit refused every whole 80G GPU).
   const api::TaskResources& res = spec->resources;
   if (res.gpus_milli == 0) return Status::ok();
+  if (res.gpus_milli >= 1000 && res.gpu_memory_mib == 0) return Status::ok();
   uint64_t per_gpu = res.gpu_memory_mib;
   if (per_gpu == 0) {
     std::shared_ptr<const PoolSummary> pool = registry_.poolSummary();
@@ -107,7 +119,7 @@ Status JobService::applyLimits(const std::string& user, const std::string& group
   for (const auto& [whose, quota] : quotas) {
     if (quota.max_memory_per_task_mib && task_mib > *quota.max_memory_per_task_mib) {
       std::string asked = formatMemoryMiB(task_mib) + " of GPU memory per task";
-      if (res.gpu_memory_mib == 0) asked += " (the whole memory of the pool's largest GPU)";
+      if (res.gpu_memory_mib == 0) asked += " (the slice's share of the pool's largest GPU)";
       return bad("resources.gpu_memory", asked + " is above " + whose + " max_gpu_mem " +
                                              formatMemoryMiB(*quota.max_memory_per_task_mib) +
                                              "; ask for less with --gpu-mem (per GPU)");
@@ -143,6 +155,40 @@ Status JobService::checkAgainstPool(const api::JobSpec& spec) const {
                             " GPUs on one node, but the largest server has " +
                             std::to_string(max_gpus));
   }
+  if (whole > 0 && spec.tasks > 1 && spec.nodes != 1) {
+    // A gang spread over servers: over exactly N of them as evenly as Slurm spreads it (the
+    // first tasks % N get one task more), or over as many as it takes. Counted on the servers'
+    // GPUs alone; constraints are the scheduler's (BadConstraints).
+    const std::vector<size_t>& gpus = pool->gpus_per_node;  // largest first
+    if (spec.nodes > 1) {
+      const uint32_t base = spec.tasks / spec.nodes;
+      const uint32_t extra = spec.tasks % spec.nodes;
+      for (uint32_t i = 0; i < spec.nodes && i < gpus.size(); ++i) {
+        const uint64_t need = uint64_t{whole} * (base + (i < extra ? 1 : 0));
+        if (gpus[i] < need) {
+          return bad("tasks", std::to_string(spec.tasks) + " tasks of " + std::to_string(whole) +
+                                  " GPUs over exactly " + std::to_string(spec.nodes) +
+                                  " nodes need " + std::to_string(need) +
+                                  " GPUs on a server, but the pool's " + std::to_string(i + 1) +
+                                  (i == 0   ? "st"
+                                   : i == 1 ? "nd"
+                                   : i == 2 ? "rd"
+                                            : "th") +
+                                  " largest server has " + std::to_string(gpus[i]) +
+                                  "; ask for more nodes or fewer GPUs per task");
+        }
+      }
+    } else {
+      uint64_t fit = 0;
+      for (size_t g : gpus)
+        fit += g / whole;
+      if (fit < spec.tasks) {
+        return bad("tasks", std::to_string(spec.tasks) + " tasks of " + std::to_string(whole) +
+                                " GPUs, but the pool's servers hold at most " +
+                                std::to_string(fit) + " such tasks at once");
+      }
+    }
+  }
   if (res.gpu_memory_mib > max_gpu_memory) {
     return bad("resources.gpu_memory", mib(res.gpu_memory_mib) +
                                            " per GPU, but the largest GPU "
@@ -155,11 +201,19 @@ Status JobService::checkAgainstPool(const api::JobSpec& spec) const {
                                                  "has " +
                                                  mib(max_gpu_memory));
   }
-  if (!c.gpu_models.empty() &&
-      std::none_of(c.gpu_models.begin(), c.gpu_models.end(),
-                   [&](const std::string& m) { return models.count(m) > 0; })) {
-    return bad("constraints.gpu_models", "no GPU of the pool is of model " + c.gpu_models.front() +
-                                             (c.gpu_models.size() > 1 ? " or the others" : ""));
+  if (!c.gpu_models.empty() && api::matchingGpuModels(c.gpu_models, models).empty()) {
+    // Models are matched as users name them (api/gpu_model.h); say which names the pool has.
+    std::string known;
+    for (const std::string& m : models) {
+      const std::vector<std::string> names = api::gpuModelNames(m);
+      known += (known.empty() ? "" : "; ") + (names.empty() ? m : names.front());
+      for (size_t i = 1; i < names.size(); ++i)
+        known += (i == 1 ? " (or " : ", ") + names[i] + (i + 1 == names.size() ? ")" : "");
+    }
+    return bad("constraints.gpu_models",
+               "no GPU of the pool is " + std::string(c.gpu_models.size() > 1 ? "any of " : "a ") +
+                   joinedModels(c.gpu_models) + "; the pool has " + known +
+                   " (gpool nodes --models lists them)");
   }
   if (c.min_compute_capability && *c.min_compute_capability > max_cc) {
     return bad("constraints.min_compute_capability",
@@ -202,18 +256,76 @@ Status JobService::checkDependencies(const api::JobSpec& spec) {
   return Status::ok();
 }
 
+Result<std::string> JobService::resolveGroup(const Caller& caller, const std::string& user,
+                                             const std::string& asked,
+                                             const std::optional<api::User>& record) {
+  if (asked.empty()) {
+    // The user's default group, so that its quota binds whoever leaves --group out.
+    return record && !record->groups.empty() ? record->groups.front() : std::string();
+  }
+  Result<store::GroupRecord> group = store_.getGroup(asked);
+  if (!group.ok()) {
+    if (group.status().code() != StatusCode::kNotFound) return group.status();
+    return Status::invalidArgument("group: there is no group '" + asked +
+                                   "' (gpool group list shows the groups)");
+  }
+  const bool member = record && std::find(record->groups.begin(), record->groups.end(), asked) !=
+                                    record->groups.end();
+  // An admin may charge any group (an explicit decision); everyone else only their own.
+  if (!member && caller.role != Role::kAdmin) {
+    std::string theirs = "no groups";
+    if (record && !record->groups.empty()) {
+      theirs = "the groups ";
+      for (size_t i = 0; i < record->groups.size(); ++i)
+        theirs += (i ? ", " : "") + record->groups[i];
+    }
+    return Status::permissionDenied("group: user '" + user + "' is not a member of group '" +
+                                    asked + "' (they have " + theirs +
+                                    "); its quota is charged only for its members");
+  }
+  return asked;
+}
+
+Status JobService::resolveQos(const std::optional<api::User>& record, api::JobSpec* spec) {
+  if (spec->qos.empty()) {
+    if (record && !record->default_qos.empty()) spec->qos = record->default_qos;
+    return Status::ok();
+  }
+  std::vector<std::string> names = options_.configured_qos;
+  GPOOL_ASSIGN_OR_RETURN(std::vector<api::Qos> levels, store::loadApiQos(store_));
+  for (const api::Qos& level : levels) {
+    if (std::find(names.begin(), names.end(), level.name) == names.end())
+      names.push_back(level.name);
+  }
+  if (std::find(names.begin(), names.end(), spec->qos) != names.end()) return Status::ok();
+  std::string known;
+  for (size_t i = 0; i < names.size(); ++i)
+    known += (i ? ", " : "") + names[i];
+  return bad("qos", "there is no QoS level '" + spec->qos + "' (the levels are " + known +
+                        "; gpool qos list shows them)");
+}
+
 Result<std::vector<int64_t>> JobService::submit(const Caller& caller,
                                                 const SubmitRequest& request) {
   std::string user = request.user.empty() ? caller.user : request.user;
-  GPOOL_RETURN_IF_ERROR(checkSubmit(caller, user, request.group));
   GPOOL_RETURN_IF_ERROR(api::validateJobSpec(request.spec));
   // Checked here, on what is submitted from now on, not in validateJobSpec: jobs stored before
   // the rule must still decode.
   GPOOL_RETURN_IF_ERROR(api::validateDisplayText(request.spec.name, "job.name"));
-  GPOOL_RETURN_IF_ERROR(checkAgainstPool(request.spec));
-  GPOOL_RETURN_IF_ERROR(checkDependencies(request.spec));
+  std::optional<api::User> record;
+  Result<api::User> loaded = store::loadApiUser(store_, user);
+  if (loaded.ok()) {
+    record = std::move(*loaded);
+  } else if (loaded.status().code() != StatusCode::kNotFound) {
+    return loaded.status();
+  }
+  GPOOL_ASSIGN_OR_RETURN(std::string group, resolveGroup(caller, user, request.group, record));
+  GPOOL_RETURN_IF_ERROR(checkSubmit(caller, user, group));
   api::JobSpec spec = request.spec;
-  GPOOL_RETURN_IF_ERROR(applyLimits(user, request.group, &spec));
+  GPOOL_RETURN_IF_ERROR(resolveQos(record, &spec));
+  GPOOL_RETURN_IF_ERROR(checkAgainstPool(spec));
+  GPOOL_RETURN_IF_ERROR(checkDependencies(spec));
+  GPOOL_RETURN_IF_ERROR(applyLimits(user, group, &spec));
   uint32_t uid = user == caller.user ? caller.uid : request.uid;
   // Refused here, with the reason, rather than placed and then failed by the agent.
   if (uid == 0 && !options_.allow_root_jobs) {
@@ -228,7 +340,7 @@ Result<std::vector<int64_t>> JobService::submit(const Caller& caller,
         std::to_string(options_.min_job_uid) + ": system accounts may not run jobs");
   }
   GPOOL_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
-                         store::submitApiJob(store_, user, uid, request.group, spec, clock_.now()));
+                         store::submitApiJob(store_, user, uid, group, spec, clock_.now()));
   if (listener_) listener_->jobsChanged();
   return ids;
 }
@@ -279,7 +391,17 @@ Result<store::JobRecord> JobService::loadChecked(const Caller& caller, int64_t i
 
 Result<api::Job> JobService::show(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kShow));
-  return store::apiJobFrom(record);
+  GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
+  if (std::optional<PendingInsight> insight = insightOf(record)) {
+    job.reason_detail = std::move(insight->detail);
+    job.expected_start = insight->expected_start;
+  }
+  return job;
+}
+
+std::optional<PendingInsight> JobService::insightOf(const store::JobRecord& record) const {
+  if (listener_ == nullptr || record.state != store::kStatePending) return std::nullopt;
+  return listener_->pendingInsight(record.id);
 }
 
 Result<std::vector<store::JobEvent>> JobService::events(const Caller& caller, int64_t id) {

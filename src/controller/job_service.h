@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "api/job.h"
 #include "api/job_spec.h"
+#include "api/user.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
@@ -18,10 +20,23 @@
 // store transaction; every action is checked against the caller's role (permissions.h) first.
 namespace gpool::controller {
 
+// What the scheduler's last pass said about a pending job (api::Job::reason_detail and
+// expected_start).
+struct PendingInsight {
+  std::string detail;
+  std::optional<TimePoint> expected_start;
+};
+
 // What the service tells the scheduling loop (SchedulingLoop implements it).
 class JobListener {
  public:
   virtual ~JobListener() = default;
+  // The last pass's words about pending job `id`; nullopt when it has none. Called from the
+  // API's threads.
+  virtual std::optional<PendingInsight> pendingInsight(int64_t id) const {
+    (void)id;
+    return std::nullopt;
+  }
   // New pending work: run a pass soon.
   virtual void jobsChanged() = 0;
   // A job that held resources was cancelled in the store: stop its tasks on their agents.
@@ -56,6 +71,8 @@ struct JobServiceOptions {
   // The QoS of a job that names none (the scheduling loop's default level: the first
   // configured one; gpoold configures none, so "normal").
   std::string default_qos = "normal";
+  // The QoS levels of the configuration; with the store's, the names a job may ask for.
+  std::vector<std::string> configured_qos = {"normal"};
   // Where the logs of tasks on other servers are read (gpoold: the AgentLink); null: only logs
   // on the controller's machine are readable. Must outlive the service.
   LogRelay* log_relay = nullptr;
@@ -74,11 +91,18 @@ class JobService {
 
   // Validates the spec (api rules, then against the registered pool: more GPUs per task than
   // any server has, GPU memory above the largest GPU, unknown GPU models, more nodes than the
-  // pool has, ... are InvalidArgument naming the field, e.g. "job.resources.gpus: ..."),
-  // checks dependencies name existing jobs, applies the limits the store holds (see
-  // applyLimits), expands an array and stores everything in one transaction. Returns the new
-  // ids, ascending. The pool checks are skipped while no node is registered (a controller may
-  // start before its agents).
+  // pool has, a gang no set of servers can hold, ... are InvalidArgument naming the field,
+  // e.g. "job.resources.gpus: ..."), checks dependencies name existing jobs, applies the limits
+  // the store holds (see applyLimits), expands an array and stores everything in one
+  // transaction. Returns the new ids, ascending. The pool checks are skipped while no node is
+  // registered (a controller may start before its agents).
+  //
+  // The job's group is the one asked for, which must exist (InvalidArgument naming `group`)
+  // and have the job's user among its members (PermissionDenied; an admin may charge any
+  // group); without one, the user's
+  // default group (the first of their record's groups), or none for a user without groups.
+  // The job's QoS must be a configured or stored level (InvalidArgument naming `job.qos`);
+  // without one, the user's default QoS, else the pool's default.
   Result<std::vector<int64_t>> submit(const Caller& caller, const SubmitRequest& request);
 
   // The per-job limits of the job's QoS level and of `user`'s and `group`'s quotas, as Slurm
@@ -97,7 +121,11 @@ class JobService {
   // everything. InvalidArgument for a limit outside [1, store::kMaxPageSize].
   Result<store::JobPage> list(const Caller& caller, store::JobFilter filter);
 
+  // The job; a pending one with the scheduler's words about it (JobListener::pendingInsight).
   Result<api::Job> show(const Caller& caller, int64_t id);
+  // The scheduler's words about a pending job, for lists (no permission check: the caller
+  // listed the job).
+  std::optional<PendingInsight> insightOf(const store::JobRecord& record) const;
   Result<std::vector<store::JobEvent>> events(const Caller& caller, int64_t id);
 
   // A piece of one task's output log, read from the file the agent reported (docs/cli.md,
@@ -134,6 +162,11 @@ class JobService {
  private:
   Result<store::JobRecord> loadChecked(const Caller& caller, int64_t id, JobAction action);
   Status checkAgainstPool(const api::JobSpec& spec) const;
+  // The job's group and QoS as described at submit().
+  Result<std::string> resolveGroup(const Caller& caller, const std::string& user,
+                                   const std::string& asked,
+                                   const std::optional<api::User>& record);
+  Status resolveQos(const std::optional<api::User>& record, api::JobSpec* spec);
   Status checkDependencies(const api::JobSpec& spec);
 
   store::Store& store_;

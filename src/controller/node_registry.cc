@@ -1,6 +1,7 @@
 #include "controller/node_registry.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "store/api_codec.h"
@@ -45,6 +46,7 @@ void NodeRegistry::summariseLocked() {
   summary->nodes = nodes_.size();
   for (const auto& [name, node] : nodes_) {
     summary->max_gpus = std::max(summary->max_gpus, node.gpus.size());
+    summary->gpus_per_node.push_back(node.gpus.size());
     summary->max_cpus_milli = std::max(summary->max_cpus_milli, node.cpus_milli);
     summary->max_ram_mib = std::max(summary->max_ram_mib, node.ram_mib);
     for (const api::Gpu& gpu : node.gpus) {
@@ -56,6 +58,7 @@ void NodeRegistry::summariseLocked() {
     for (const auto& label : node.labels)
       summary->labels.insert(label);
   }
+  std::sort(summary->gpus_per_node.begin(), summary->gpus_per_node.end(), std::greater<>());
   summary_ = std::move(summary);
 }
 

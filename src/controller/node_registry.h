@@ -35,7 +35,8 @@ struct NodeRegistryOptions {
 // a node registers (or the registry loads).
 struct PoolSummary {
   size_t nodes = 0;
-  size_t max_gpus = 0;  // GPUs of the largest server
+  size_t max_gpus = 0;                // GPUs of the largest server
+  std::vector<size_t> gpus_per_node;  // every server's GPU count, largest first
   uint64_t max_gpu_memory_mib = 0;
   uint64_t max_cpus_milli = 0;
   uint64_t max_ram_mib = 0;

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/gpu_model.h"
 #include "api/job.h"
 #include "api/json_reader.h"
 #include "api/user.h"
@@ -39,6 +40,7 @@ sched::Node schedNodeFor(const api::Node& node) {
     g.compute_capability = gpu.compute_capability.major * 10 + gpu.compute_capability.minor;
     g.memory_total_mib = g.memory_free_mib = gpu.memory_mib;
     g.healthy = gpu.health != api::GpuHealth::kUnhealthy;
+    if (!g.healthy) g.health_reason = gpu.health_reason;
     out.gpus.push_back(std::move(g));
   }
   std::sort(out.gpus.begin(), out.gpus.end(),
@@ -124,12 +126,24 @@ std::optional<std::vector<sched::TaskAllocation>> schedAllocationsFor(
   return out;
 }
 
-bool endedOk(const std::string& state) {
-  return state == "COMPLETED";
+// Where a job another one depends on stands; the pass decides what that means for the
+// dependent (sched::DependencyState).
+sched::DependencyState dependencyStateOf(const std::string& state) {
+  if (state == "COMPLETED") return sched::DependencyState::kSucceeded;
+  if (state == "PREEMPTED" || state == "NODE_FAIL") return sched::DependencyState::kRequeueable;
+  if (state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT" || state == "OUT_OF_MEMORY") {
+    return sched::DependencyState::kFailed;
+  }
+  return sched::DependencyState::kOpen;
 }
-bool endedBadly(const std::string& state) {
-  return state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT" ||
-         state == "OUT_OF_MEMORY" || state == "NODE_FAIL" || state == "PREEMPTED";
+
+sched::DependencyKind dependencyKindOf(api::DependencyKind kind) {
+  switch (kind) {
+    case api::DependencyKind::kAfterOk: return sched::DependencyKind::kAfterOk;
+    case api::DependencyKind::kAfterNotOk: return sched::DependencyKind::kAfterNotOk;
+    case api::DependencyKind::kAfterAny: return sched::DependencyKind::kAfterAny;
+  }
+  return sched::DependencyKind::kAfterOk;
 }
 
 }  // namespace
@@ -212,30 +226,29 @@ Result<StorePolicy> readStorePolicy(store::Store& store, const sched::SchedulerC
       cfg.fairshare.user_shares[r.name] = quota.priority_weight;
     }
     if (!quota.gpu_hours) continue;
+    if (is_group) {
+      cfg.groups[r.name].gpu_hours = static_cast<double>(*quota.gpu_hours);
+    } else {
+      cfg.users[r.name].gpu_hours = static_cast<double>(*quota.gpu_hours);
+    }
     auto key = std::make_pair(is_group, quota.period_seconds);
     auto it = used.find(key);
     if (it == used.end()) {
       GPOOL_ASSIGN_OR_RETURN(
           std::vector<store::UsageRow> rows,
-          store.usageReport(is_group ? store::UsageGrouping::kGroup : store::UsageGrouping::kUser,
-                            now - std::chrono::seconds(quota.period_seconds), now));
+          usageSoFar(store, is_group ? store::UsageGrouping::kGroup : store::UsageGrouping::kUser,
+                     now - std::chrono::seconds(quota.period_seconds), now, &jobs));
       std::map<std::string, double> by_name;
       for (const store::UsageRow& row : rows)
         by_name[row.key] = row.gpu_hours;
-      const TimePoint period_start = now - std::chrono::seconds(quota.period_seconds);
-      for (const store::JobRecord& job : jobs) {
-        if ((job.state != "RUNNING" && job.state != "COMPLETING") || !job.start_time) continue;
-        const TimePoint from = std::max(*job.start_time, period_start);
-        if (now <= from) continue;
-        const double hours = std::chrono::duration<double, std::ratio<3600>>(now - from).count();
-        by_name[is_group ? job.group : job.user] += job.gpu_thousandths / 1000.0 * hours;
-      }
       it = used.emplace(key, std::move(by_name)).first;
     }
     auto u = it->second.find(r.name);
     double hours = u == it->second.end() ? 0.0 : u->second;
-    if (hours >= static_cast<double>(*quota.gpu_hours)) {
-      (is_group ? policy.groups_out_of_gpu_hours : policy.users_out_of_gpu_hours).insert(r.name);
+    if (is_group) {
+      cfg.groups[r.name].gpu_hours_used = hours;
+    } else {
+      cfg.users[r.name].gpu_hours_used = hours;
     }
   }
   return policy;
@@ -382,6 +395,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
 
   TimePoint now = clock_.now();
   sched::ClusterState cluster;
+  std::set<std::string> pool_models;
   for (const api::Node& node : registry_.nodes()) {
     sched::Node n = schedNodeFor(node);
     // A node whose agent is not connected gets no new work: nothing there could start it, and
@@ -390,7 +404,11 @@ Result<PassReport> SchedulingLoop::runOnce() {
       n.schedulable = false;
     }
     cluster.addNode(std::move(n));
+    for (const api::Gpu& gpu : node.gpus)
+      pool_models.insert(gpu.model);
   }
+  // The pool's models each requested list of names means, once per pass.
+  std::map<std::vector<std::string>, std::vector<std::string>> model_names;
 
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> records,
                          store_.jobsInStates({"PENDING", "RUNNING", "COMPLETING"}));
@@ -403,20 +421,6 @@ Result<PassReport> SchedulingLoop::runOnce() {
                          readStorePolicy(store_, options_.scheduler, now, records));
   ++spec_pass_;
   for (const store::JobRecord& record : records) {
-    // A held job is invisible to the pass: not placed, its JobHeld* reason kept.
-    if (record.state == store::kStatePending && !record.hold.empty()) continue;
-    // So is one whose user or group used up its GPU-hours: it waits with that reason.
-    if (record.state == store::kStatePending &&
-        (policy.users_out_of_gpu_hours.count(record.user) ||
-         policy.groups_out_of_gpu_hours.count(record.group))) {
-      ++report.pending;
-      if (record.reason != kGpuHoursReason) {
-        Status s = store_.transitionJob(
-            store::JobTransition{record.id, {"PENDING"}, "PENDING", now, kGpuHoursReason});
-        if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
-      }
-      continue;
-    }
     by_id[record.id] = &record;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobWithoutSpec(record));
     GPOOL_ASSIGN_OR_RETURN(const SpecSummary* spec, specOf(record));
@@ -430,6 +434,16 @@ Result<PassReport> SchedulingLoop::runOnce() {
     sj.preemptible = spec->preemptible;
     sj.nice = -int64_t{record.priority};  // an admin's priority change (PATCH /v1/jobs/{id})
     sj.request = spec->request;
+    // GPU models as the user named them ("A100") become the pool's models they name.
+    if (std::vector<std::string>& models = sj.request.task.constraints.gpu_models;
+        !models.empty()) {
+      auto known = model_names.find(models);
+      if (known == model_names.end()) {
+        std::vector<std::string> matched = api::matchingGpuModels(models, pool_models);
+        known = model_names.emplace(models, matched.empty() ? models : matched).first;
+      }
+      models = known->second;
+    }
     if (record.array_parent && spec->array_max_parallel) {
       sj.array_id = static_cast<sched::JobId>(*record.array_parent);
       sj.array_limit = *spec->array_max_parallel;
@@ -451,40 +465,31 @@ Result<PassReport> SchedulingLoop::runOnce() {
       sj.allocation = std::move(*allocs);
       sj.start_time = record.start_time.value_or(now);
       auto p = preempting_.find(record.id);
-      if (p != preempting_.end()) sj.preempt_deadline = p->second;
+      if (p != preempting_.end()) sj.preempt_deadline = p->second.deadline;
       jobs.push_back(std::move(sj));
       continue;
     }
-    // Dependencies: met ones are dropped (the pass counts an absent id as met); one that can
-    // never be met cancels the job (Slurm's DependencyNeverSatisfied, with kill_invalid_depend).
-    bool never = false;
+    // What the pass needs to decide holds and dependencies (it decides; sched::Job).
+    sj.hold = record.hold.empty()      ? sched::Hold::kNone
+              : record.hold == "admin" ? sched::Hold::kAdmin
+                                       : sched::Hold::kUser;
     for (const api::Dependency& dep : spec->dependencies) {
-      Result<store::JobRecord> d = store_.getJob(static_cast<int64_t>(dep.job_id));
-      if (!d.ok()) {
-        never = true;
-        break;
+      sched::Dependency d{dep.job_id, dependencyKindOf(dep.kind), sched::DependencyState::kOpen};
+      auto known = by_id.find(static_cast<int64_t>(dep.job_id));
+      if (known == by_id.end()) {
+        Result<store::JobRecord> other = store_.getJob(static_cast<int64_t>(dep.job_id));
+        if (other.ok()) {
+          d.state = dependencyStateOf(other->state);
+        } else if (other.status().code() == StatusCode::kNotFound) {
+          d.state = sched::DependencyState::kUnknown;
+        } else {
+          return other.status();
+        }
       }
-      bool finished = endedOk(d->state) || endedBadly(d->state);
-      if (!finished) {
-        sj.dependencies.push_back(dep.job_id);
-        continue;
-      }
-      bool met = dep.kind == api::DependencyKind::kAfterAny ||
-                 (dep.kind == api::DependencyKind::kAfterOk && endedOk(d->state)) ||
-                 (dep.kind == api::DependencyKind::kAfterNotOk && endedBadly(d->state));
-      // PREEMPTED and NODE_FAIL may still be requeued; wait rather than decide.
-      if (!met && (d->state == "PREEMPTED" || d->state == "NODE_FAIL")) {
-        sj.dependencies.push_back(dep.job_id);
-        continue;
-      }
-      if (!met) never = true;
+      sj.dependencies.push_back(d);
     }
-    if (never) {
-      Status s =
-          store_.recordEnd(record.id, "CANCELLED", std::nullopt, now, "DependencyNeverSatisfied");
-      if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
-      continue;
-    }
+    auto claim = claims_.find(record.id);
+    if (claim != claims_.end()) sj.victims = claim->second;
     jobs.push_back(std::move(sj));
   }
   // Specs of jobs this pass did not see (ended, held) are not kept.
@@ -504,19 +509,45 @@ Result<PassReport> SchedulingLoop::runOnce() {
     GPOOL_RETURN_IF_ERROR(persistStart(start, *by_id.at(static_cast<int64_t>(start.job)), cluster,
                                        graceOf, rendezvous_ports, report));
   }
+  // A preemptor's claim lasts while it pends: dropped once it started or left the queue.
+  std::set<int64_t> still_pending;
+  for (const sched::PendingDecision& p : decisions.pending)
+    still_pending.insert(static_cast<int64_t>(p.job));
+  std::erase_if(claims_, [&](const auto& entry) { return !still_pending.count(entry.first); });
   for (const sched::PreemptDecision& p : decisions.preemptions) {
     const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
-    preempting_[record.id] = now + std::chrono::seconds(p.grace_s);
+    preempting_[record.id] = Leaving{now + std::chrono::seconds(p.grace_s), p.reason};
+    if (p.for_job != 0) claims_[static_cast<int64_t>(p.for_job)].push_back(p.job);
     ++report.preempted;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     for (const api::Allocation& a : job.allocations)
       gateway_.cancel(a.node, record.id, a.task, record.epoch, p.grace_s, "preempted");
   }
+  for (const sched::CancelDecision& c : decisions.cancels) {
+    spdlog::info("job {}: cancelled, {}: {}", c.job, c.reason, c.detail);
+    Status s =
+        store_.recordEnd(static_cast<int64_t>(c.job), "CANCELLED", std::nullopt, now, c.reason);
+    if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
+  }
+  {
+    std::unordered_map<int64_t, PendingInsight> insight;
+    insight.reserve(decisions.pending.size());
+    for (const sched::PendingDecision& p : decisions.pending)
+      insight[static_cast<int64_t>(p.job)].detail = p.detail;
+    for (const sched::ReservationDecision& r : decisions.reservations)
+      insight[static_cast<int64_t>(r.job)].expected_start = r.start;
+    std::lock_guard hold(insight_mu_);
+    insight_ = std::move(insight);
+  }
   for (const sched::PendingDecision& p : decisions.pending) {
     ++report.pending;
     const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
     std::string reason(sched::queueReasonName(p.reason));
-    if (record.reason == reason) continue;  // persisted already: no event per pass
+    // A hold's reason is the hold's own (setJobHold wrote it).
+    if (record.reason == reason || p.reason == sched::QueueReason::kJobHeldUser ||
+        p.reason == sched::QueueReason::kJobHeldAdmin) {
+      continue;  // persisted already: no event per pass
+    }
     Status s =
         store_.transitionJob(store::JobTransition{record.id, {"PENDING"}, "PENDING", now, reason});
     if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
@@ -585,8 +616,11 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
   ended_.erase(job_id);
   TimePoint now = clock_.now();
   Status s;
-  if (preempting_.erase(job_id) > 0) {
-    s = store_.recordPreemption(job_id, /*requeue=*/true, now, "preempted");
+  if (auto leaving = preempting_.find(job_id); leaving != preempting_.end()) {
+    const std::string decided =
+        leaving->second.reason.empty() ? "preempted" : leaving->second.reason;
+    preempting_.erase(leaving);
+    s = store_.recordPreemption(job_id, /*requeue=*/true, now, decided);
   } else {
     s = store_.recordEnd(job_id, state, code, now, reason);
   }
@@ -600,6 +634,13 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
   lock.unlock();
   jobsChanged();
   return Status::ok();
+}
+
+std::optional<PendingInsight> SchedulingLoop::pendingInsight(int64_t id) const {
+  std::lock_guard hold(insight_mu_);
+  auto it = insight_.find(id);
+  if (it == insight_.end()) return std::nullopt;
+  return it->second;
 }
 
 void SchedulingLoop::jobsChanged() {

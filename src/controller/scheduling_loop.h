@@ -59,15 +59,14 @@ struct LoopOptions {
 // user's quota gives their GPU cap (AssocMaxGpuPerUser) and fair-share weight; a group's its GPU
 // cap (GroupQuota), guaranteed GPUs and fair-share weight; `max_compute` the user's or group's
 // compute cap (AssocMaxComputePerUser, GroupComputeQuota). The api's max_gpus (max_compute) 0
-// forbids GPUs. A store QoS level's grace_time is its preemption grace (sched::QosLevel). Users
-// and groups whose runs (ended, and running so far) used a quota's `gpu_hours` within its period
-// (as of `now`) are listed: their pending jobs wait with kGpuHoursReason; running jobs go on. The
-// per-job limits (max_run_time, max_wall_time, max_memory_per_task) are checked at submission
+// forbids GPUs. A store QoS level's grace_time is its preemption grace (sched::QosLevel). A
+// quota's `gpu_hours` and the GPU-hours its user or group used within its period (as of `now`:
+// ended runs, and running ones so far) are the policy's gpu_hours and gpu_hours_used; the pass
+// holds their pending jobs back with AssocGrpGpuHours; running jobs go on. The per-job limits
+// (max_run_time, max_wall_time, max_memory_per_task) are checked at submission
 // (JobService::applyLimits).
 struct StorePolicy {
   sched::SchedulerConfig config;
-  std::set<std::string> users_out_of_gpu_hours;
-  std::set<std::string> groups_out_of_gpu_hours;
 };
 
 // Reads the QoS levels and quotas once, and the usage once per distinct quota period. The GPU-hours
@@ -124,9 +123,11 @@ class SchedulingLoop final : public JobListener {
   Status taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch, int32_t exit_code,
                    TaskOutcome outcome, std::string_view why = {});
 
-  // JobListener: wake the loop; stop a cancelled job's tasks.
+  // JobListener: wake the loop; stop a cancelled job's tasks; what the last pass said about a
+  // pending job (its detail, and its reservation's start).
   void jobsChanged() override;
   void runningJobCancelled(const store::JobRecord& before) override;
+  std::optional<PendingInsight> pendingInsight(int64_t id) const override;
 
   // Runs passes on events and every `interval` until `stop` is requested (gpoold's thread):
   // tick(), then a wait for what it returns or for an event. Errors of a pass are logged and the
@@ -182,8 +183,17 @@ class SchedulingLoop final : public JobListener {
     std::string why;
   };
   std::map<int64_t, std::map<uint32_t, Ended>> ended_;
-  // Jobs told to stop for preemption, with the time by which they leave.
-  std::map<int64_t, TimePoint> preempting_;
+  // Jobs told to stop for preemption: by when they leave, and the pass's reason, which their
+  // PREEMPTED event records ("preempted for job 7 (higher priority)").
+  struct Leaving {
+    TimePoint deadline;
+    std::string reason;
+  };
+  std::map<int64_t, Leaving> preempting_;
+  // Pending preemptors and the jobs evicted for them (sched::Job::victims), until they start
+  // or leave the queue. Kept in memory: after a restart a preemptor whose victims are still
+  // leaving queues as any other job.
+  std::map<int64_t, std::vector<sched::JobId>> claims_;
   // What a pass needs of a job's spec, decoded once: with a hash of the stored text it came from
   // (a changed text, e.g. PATCH of the time limit, is decoded again). Decoding every pending
   // job's spec at every pass took 44% of a pass over 100,000 pending jobs; keeping whole
@@ -206,6 +216,10 @@ class SchedulingLoop final : public JobListener {
   // changed, and marked used by pass `spec_pass_`. The pointer stays valid until entries are
   // erased.
   Result<const SpecSummary*> specOf(const store::JobRecord& record);
+
+  // The last pass's pending details and expected starts, read by the API's threads.
+  mutable std::mutex insight_mu_;
+  std::unordered_map<int64_t, PendingInsight> insight_;  // GUARDED_BY(insight_mu_)
 
   mutable std::mutex wake_mu_;
   std::condition_variable_any wake_cv_;

@@ -42,6 +42,7 @@ struct Gpu {
   uint64_t memory_free_mib = 0;
   uint32_t compute_free = 1000;  // thousandths still unallocated
   bool healthy = true;
+  std::string health_reason;  // why it is unhealthy, for pending reasons; empty when healthy
 
   // No slice of this GPU is handed out.
   bool idle() const { return compute_free == 1000 && memory_free_mib == memory_total_mib; }

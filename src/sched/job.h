@@ -21,6 +21,31 @@ enum class JobState : uint8_t {
   kRunning,
 };
 
+// Slurm's dependency types: start after the job succeeded (afterok), failed (afternotok), or
+// ended in any state (afterany).
+enum class DependencyKind : uint8_t { kAfterOk, kAfterNotOk, kAfterAny };
+
+// Where a job that another one depends on stands, as the caller knows it. The pass decides
+// from it whether the dependency is met, still open, or can never be met.
+enum class DependencyState : uint8_t {
+  kOpen,       // not ended yet
+  kSucceeded,  // completed with exit code 0
+  kFailed,     // ended for good any other way (failed, cancelled, timeout, out of memory)
+  // Ended in a state it may be requeued from (preempted, node failure): met for afternotok
+  // and afterany; afterok waits, as the job may still run again.
+  kRequeueable,
+  kUnknown,  // no such job
+};
+
+struct Dependency {
+  JobId job = 0;
+  DependencyKind kind = DependencyKind::kAfterOk;
+  DependencyState state = DependencyState::kOpen;
+};
+
+// A hold keeps a pending job out of the queue until it is released (Slurm's hold).
+enum class Hold : uint8_t { kNone, kUser, kAdmin };
+
 struct Job {
   JobId id = 0;
   std::string user;
@@ -34,10 +59,10 @@ struct Job {
   int64_t nice = 0;
   // The job accepts being evicted (and requeued) for more important work.
   bool preemptible = false;
-  // Jobs that must finish first (afterok). A dependency counts as met when its id is no longer
-  // among the jobs handed to the pass: the caller drops a job once it completed successfully,
-  // and cancels dependents of a failed one.
-  std::vector<JobId> dependencies;
+  // Jobs that must end first, and how (see DependencyState). The pass decides: all met, the job
+  // may start; one that can never be met cancels it (Decisions::cancels); else it waits.
+  std::vector<Dependency> dependencies;
+  Hold hold = Hold::kNone;
   // Elements of a job array ("--array 0-31%4"): the array's id (its first element's) and the
   // most elements that may run at once (Slurm's JobArrayTaskLimit); 0 and 0 for other jobs.
   JobId array_id = 0;
@@ -51,13 +76,18 @@ struct Job {
   double attained_gpu_seconds = 0;
 
   JobState state = JobState::kPending;
-  // Running jobs: what they hold (already applied to the snapshot) and since when.
+  // Running jobs: what they hold (already applied to the snapshot) and since when. Whether a
+  // running job is borrowed (beyond its group's guaranteed quota, so reclaimable) is decided
+  // by the pass from the group's running jobs, oldest first, so it follows quota changes.
   std::vector<TaskAllocation> allocation;
   TimePoint start_time{};
-  // Started beyond its group's guaranteed quota: reclaimable by groups below their share.
-  bool borrowed = false;
   // Set once a preemption was decided: the job leaves by then and is not chosen again.
   std::optional<TimePoint> preempt_deadline;
+  // Pending jobs: the jobs evicted for this one by earlier passes (PreemptDecision::for_job),
+  // kept by the caller until this job starts. What they free is this job's alone while it waits
+  // (no other job, its victims included, is placed there), and none of them is chosen again as
+  // its victim: a preemptor owns what it preempted and never preempts the same job twice.
+  std::vector<JobId> victims;
   // Idle reclaim input: since when the job's GPU utilisation has stayed below the configured
   // threshold (the controller keeps this from telemetry); unset when busy.
   std::optional<TimePoint> idle_since;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +25,12 @@ struct GroupPolicy {
   // counts it (a whole GPU 1000, a slice its compute share); 0 = none. Jobs beyond it pend
   // with GroupComputeQuota.
   uint64_t max_compute = 0;
+  // GPU-hours the group may use per accounting period (Slurm's GrpTRESMins); unset: no limit.
+  std::optional<double> gpu_hours;
+  // GPU-hours used in the current period, ended and running work counted (the caller keeps
+  // the accounting). At or above `gpu_hours`, the group's pending jobs wait with
+  // AssocGrpGpuHours; running jobs go on.
+  double gpu_hours_used = 0;
 };
 
 // Policy of one user across all groups.
@@ -33,6 +40,9 @@ struct UserPolicy {
   // Cap on the user's GPU compute at once (as GroupPolicy::max_compute); 0 = none. Jobs beyond
   // it pend with AssocMaxComputePerUser.
   uint64_t max_compute = 0;
+  // As GroupPolicy::gpu_hours and gpu_hours_used, for the user's own use.
+  std::optional<double> gpu_hours;
+  double gpu_hours_used = 0;
 };
 
 // Demand and allocation of one group, the input of the fair-share split.

@@ -52,11 +52,15 @@ enum class QueueReason : uint8_t {
   kJobArrayTaskLimit,   // its array already runs as many elements as its "%N" allows
   kAssocMaxComputePerUser,  // the user's GPU compute would exceed the user's cap
   kGroupComputeQuota,       // the group's GPU compute would exceed the group's cap
+  kJobHeldUser,             // held by its owner
+  kJobHeldAdmin,            // held by an administrator
+  kAssocGrpGpuHours,        // the user or group used up the GPU-hours of its period
+  kGpusUnhealthy,           // it would fit now if unhealthy GPUs were usable
 };
 
 // "None", "Resources", "Priority", "Dependency", "QOSMaxGpuPerUser", "AssocMaxGpuPerUser",
 // "GroupQuota", "BadConstraints", "InvalidQOS", "JobArrayTaskLimit", "AssocMaxComputePerUser",
-// "GroupComputeQuota".
+// "GroupComputeQuota", "JobHeldUser", "JobHeldAdmin", "AssocGrpGpuHours", "GpusUnhealthy".
 std::string_view queueReasonName(QueueReason reason);
 
 struct BackfillConfig {
@@ -71,14 +75,22 @@ struct BackfillConfig {
 
 struct PreemptionConfig {
   bool enabled = true;
-  // A running job cannot be evicted before it ran this long (Slurm's PreemptExemptTime).
+  // A running job cannot be evicted for priority before it ran this long (Slurm's
+  // PreemptExemptTime).
   int64_t min_run_time_s = 600;
-  // A pending job may evict only after it waited this long (KAI's preemption-delay).
+  // A pending job may evict for priority only after it waited this long (KAI's
+  // preemption-delay).
   int64_t delay_s = 300;
   // Time a victim gets between SIGTERM and SIGKILL to checkpoint (Slurm's GraceTime).
   int64_t grace_s = 120;
   // Groups below their deserved share take back borrowed capacity from groups above theirs.
   bool reclaim = true;
+  // The same two protections for reclaim: borrowed work runs at least reclaim_min_run_time_s,
+  // and a job of a group below its share reclaims once it waited reclaim_delay_s. A group
+  // below its guarantee gets its capacity back within reclaim_delay_s + the victims' grace
+  // (or the rest of their minimum run time, if longer).
+  int64_t reclaim_min_run_time_s = 600;
+  int64_t reclaim_delay_s = 300;
   // Bounds the work of one pass: at most this many pending jobs try to preempt.
   uint32_t max_attempts_per_pass = 16;
 };
@@ -131,9 +143,12 @@ struct PreemptDecision {
 
 struct ReservationDecision {
   JobId job = 0;
-  // When the job is expected to start (from the time limits of running jobs).
+  // When the job is expected to start (from the time limits of running jobs, or the grace of
+  // the jobs preempted for it).
   TimePoint start{};
   std::vector<TaskAllocation> allocation;
+  // A preemptor's claim on what its victims free: no other job may use it, however short.
+  bool claim = false;
 };
 
 struct PendingDecision {
@@ -145,6 +160,14 @@ struct PendingDecision {
 
 enum class IdleAction : uint8_t { kFlag, kWarn, kPreempt };
 std::string_view idleActionName(IdleAction action);
+
+// A job the pass ends without running it: one of its dependencies can never be met (Slurm's
+// DependencyNeverSatisfied with kill_invalid_depend). The caller cancels it.
+struct CancelDecision {
+  JobId job = 0;
+  std::string reason;  // "DependencyNeverSatisfied"
+  std::string detail;  // e.g. "job 12 failed (afterok)"
+};
 
 struct IdleDecision {
   JobId job = 0;
@@ -167,6 +190,7 @@ struct Decisions {
   std::vector<ReservationDecision> reservations;
   // One entry per pending job that did not start, in queue order.
   std::vector<PendingDecision> pending;
+  std::vector<CancelDecision> cancels;
   std::vector<IdleDecision> idle;
   PassStats stats;
 };

@@ -242,7 +242,6 @@ Result<DynamicResult> runDynamic(const std::vector<DynJob>& jobs,
     j.state = sched::JobState::kPending;
     j.allocation.clear();
     j.preempt_deadline.reset();
-    j.borrowed = false;
     j.attained_gpu_seconds = tr.attained;
   };
 
@@ -294,7 +293,7 @@ Result<DynamicResult> runDynamic(const std::vector<DynJob>& jobs,
       j.state = sched::JobState::kRunning;
       j.allocation = s.allocation;
       j.start_time = at(t);
-      j.borrowed = s.borrowed;
+      j.victims.clear();  // its claim on what they freed is used
       tr.phase = Phase::kRunning;
       tr.run_start = t;
       if (tr.first_start < 0) tr.first_start = t;
@@ -312,6 +311,13 @@ Result<DynamicResult> runDynamic(const std::vector<DynJob>& jobs,
       ++tr.preemptions;
       ++res.preemptions;
       active[tr.active_pos].preempt_deadline = at(t + p.grace_s);
+      // The preemptor owns what its victims free until it starts (sched::Job::victims).
+      if (p.for_job != 0) {
+        auto f = by_id.find(p.for_job);
+        if (f != by_id.end() && track[f->second].phase == Phase::kPending) {
+          active[track[f->second].active_pos].victims.push_back(p.job);
+        }
+      }
       events.push({t + p.grace_s, i, tr.epoch, true});
     }
     for (const sched::PendingDecision& p : d.pending) {

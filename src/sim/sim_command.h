@@ -18,4 +18,7 @@ CLI::App* registerSimCommands(CLI::App& app);
 // source tree's data/traces this binary was built from.
 std::string defaultTraceDir();
 
+// Adds `scenario` under `sim`: a policy scenario replayed on a virtual clock (scenario.h).
+void registerScenarioCommand(CLI::App& sim);
+
 }  // namespace gpool::sim

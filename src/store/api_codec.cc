@@ -110,7 +110,8 @@ Result<api::JobSpec> apiJobSpecFrom(const JobRecord& record) {
   return decodeStored<api::JobSpec>(record.spec_json, "job " + std::to_string(record.id) + ".spec");
 }
 
-Result<std::string> apiJobJsonText(const JobRecord& record) {
+Result<std::string> apiJobJsonText(const JobRecord& record, const std::string& reason_detail,
+                                   std::optional<TimePoint> expected_start) {
   const std::string what = "job " + std::to_string(record.id);
   // The stored spec is api::toJson(spec).dump(), the same compact text dumpJson writes, so it
   // is spliced in as it is. Checked to be one JSON object, so that a hand-edited row cannot
@@ -120,6 +121,8 @@ Result<std::string> apiJobJsonText(const JobRecord& record) {
     return Status::internal(what + ".spec: stored JSON does not parse");
   }
   GPOOL_ASSIGN_OR_RETURN(api::Job job, jobWithoutSpec(record, what));
+  job.reason_detail = reason_detail;
+  job.expected_start = expected_start;
   return api::toJsonText(job, record.spec_json);
 }
 

@@ -47,7 +47,10 @@ Result<api::Job> loadApiJob(Store& store, int64_t id);
 // instead of being decoded strictly and encoded again, which cost most of a list page. The
 // spec is only checked to be one JSON object (Internal otherwise); the other fields are checked
 // as apiJobFrom checks them. Show and the scheduler still decode strictly.
-Result<std::string> apiJobJsonText(const JobRecord& record);
+// `reason_detail` and `expected_start` are the scheduler's words about a pending job
+// (api::Job), which the store does not hold.
+Result<std::string> apiJobJsonText(const JobRecord& record, const std::string& reason_detail = {},
+                                   std::optional<TimePoint> expected_start = std::nullopt);
 
 // The placement text recordPlacement stores for these allocations (a JSON array).
 std::string placementJsonFor(const std::vector<api::Allocation>& allocations);

@@ -146,6 +146,20 @@ TEST(JobJsonTest, RoundTripsArrayElements) {
   EXPECT_FALSE(j.contains("start_time_us"));
 }
 
+// The scheduler's words about a pending job travel with it (issue 21: the expected start of a
+// reserved job was shown nowhere).
+TEST(JobJsonTest, RoundTripsTheSchedulersWordsAboutAPendingJob) {
+  Job job = sampleJob();
+  job.reason = "Resources";
+  job.reason_detail = "needs 8 GPUs of compute, 0 free; reserved to start in 00:10:00";
+  job.expected_start = fromUnixSeconds(1'700'000'600);
+  EXPECT_TRUE(roundTrips(job));
+  json j = toJson(job);
+  EXPECT_EQ(j.at("expected_start_us"), int64_t{1'700'000'600'000'000});
+  EXPECT_FALSE(toJson(sampleJob()).contains("reason_detail"));
+  EXPECT_FALSE(toJson(sampleJob()).contains("expected_start_us"));
+}
+
 // toJsonText writes the document toJson + dumpJson would, byte for byte, for a job with no
 // optional member and for one with every member set (strings that need escaping included).
 TEST(JobJsonTest, TextIsWhatDumpWrites) {
@@ -161,6 +175,8 @@ TEST(JobJsonTest, TextIsWhatDumpWrites) {
   full.array_job_id = 40;
   full.array_index = 3;
   full.requeue_count = 2;
+  full.reason_detail = "needs 4 GPUs of compute, 2 free; reserved to start in 00:06:40";
+  full.expected_start = fromUnixSeconds(1'700'000'400);
   full.allocations.resize(2);
   for (uint32_t t = 0; t < 2; ++t) {
     full.allocations[t].task = t;

@@ -544,12 +544,13 @@ TEST_F(ApiTest, SubmissionsAboveQosAndQuotaLimitsAre400) {
             std::string::npos)
       << over_run_time.body;
   spec.time_limit_seconds = 0;
-  auto whole_gpu = call("alice", Method::kPost, "/v1/jobs", api::toJson(spec).dump());
-  EXPECT_EQ(whole_gpu.status, 400);
-  EXPECT_NE(message(whole_gpu).find("job.resources.gpu_memory: 80G of GPU memory per task"),
+  spec.resources.gpus_milli = 500;  // a slice of an 80G GPU: 40G of shared memory
+  auto slice = call("alice", Method::kPost, "/v1/jobs", api::toJson(spec).dump());
+  EXPECT_EQ(slice.status, 400);
+  EXPECT_NE(message(slice).find("job.resources.gpu_memory: 40G of GPU memory per task"),
             std::string::npos)
-      << whole_gpu.body;
-  EXPECT_NE(message(whole_gpu).find("max_gpu_mem 20G"), std::string::npos) << whole_gpu.body;
+      << slice.body;
+  EXPECT_NE(message(slice).find("max_gpu_mem 20G"), std::string::npos) << slice.body;
   // Other users are not bound by alice's quota.
   EXPECT_EQ(call("bob", Method::kPost, "/v1/jobs", api::toJson(spec).dump()).status, 201);
 }

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "store/api_codec.h"
+
 namespace gpool::controller::testing {
 
 TempDir::TempDir() {
@@ -49,6 +51,24 @@ api::JobSpec makeSpec(uint32_t gpus_milli, const std::string& name) {
   spec.command = {"sleep", "1"};
   spec.resources.gpus_milli = gpus_milli;
   return spec;
+}
+
+void addUser(store::Store& store, const std::string& name, uint32_t uid,
+             const std::vector<std::string>& groups) {
+  for (const std::string& g : groups) {
+    if (store.getGroup(g).ok()) continue;
+    api::Group group;
+    group.name = g;
+    group.gid = 5000 + static_cast<uint32_t>(store.listGroups().valueOr({}).size());
+    Status saved = store::saveApiGroup(store, group);
+    if (!saved.isOk()) throw std::runtime_error(saved.toString());
+  }
+  api::User user;
+  user.name = name;
+  user.uid = uid;
+  user.groups = groups;
+  Status saved = store::saveApiUser(store, user);
+  if (!saved.isOk()) throw std::runtime_error(saved.toString());
 }
 
 }  // namespace gpool::controller::testing

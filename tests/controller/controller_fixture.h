@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/job_spec.h"
 #include "api/node.h"
@@ -31,5 +32,11 @@ api::Node makeNode(const std::string& name, int gpus, uint64_t memory_mib = 8192
 
 // A one-task job running `sleep 1` with `gpus_milli` thousandths of a GPU.
 api::JobSpec makeSpec(uint32_t gpus_milli, const std::string& name = "job");
+
+// As `gpool group add` and `gpool user add --group` do: creates each group of `groups` that
+// does not exist yet, and the record of user `name` (uid `uid`) with those groups, the first
+// its default. A job may charge a group only once its user is a member (JobService::submit).
+void addUser(store::Store& store, const std::string& name, uint32_t uid,
+             const std::vector<std::string>& groups);
 
 }  // namespace gpool::controller::testing

@@ -135,6 +135,7 @@ TEST_F(GpooldTest, ServesJobsOverItsUnixSocket) {
   {
     auto store = testing::openStore(db_);
     ASSERT_TRUE(store::saveApiNode(*store, testing::makeNode("gpu-01", 2)).isOk());
+    testing::addUser(*store, "alice", 1001, {"ml"});  // ?group=ml must name a group
   }
   std::string sock = dir_.path() + "/gpoold.sock";
   // The test submits as root, and no agent runs anything: the pool allows root's jobs.

@@ -33,6 +33,8 @@ Caller user(const std::string& name, Role role = Role::kUser) {
 class JobServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    testing::addUser(*store_, "alice", 1000, {"ml"});
+    testing::addUser(*store_, "bob", 1002, {"ml", "cv"});
     ASSERT_TRUE(registry_.registerNode(makeNode("gpu-01", 8, 81920)).ok());
     api::Node small = makeNode("gpu-02", 2, 16384);
     small.labels["zone"] = "a";

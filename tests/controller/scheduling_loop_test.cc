@@ -64,7 +64,10 @@ struct Controller {
 
 class SchedulingLoopTest : public ::testing::Test {
  protected:
-  void SetUp() override { restart(); }
+  void SetUp() override {
+    restart();
+    testing::addUser(*ctl_->store, "alice", 1001, {"ml", "vision"});
+  }
   void restart() {
     ctl_.reset();
     ctl_ = std::make_unique<Controller>(dir_.path() + "/db", clock_, gateway_);
@@ -85,10 +88,7 @@ class SchedulingLoopTest : public ::testing::Test {
   // Sets the quota of user alice or of a group, creating the record it belongs to first.
   void setQuota(store::QuotaSubject subject, const std::string& name, const api::Quota& quota) {
     if (subject == store::QuotaSubject::kUser) {
-      api::User user;
-      user.name = name;
-      user.uid = 1001;
-      ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
+      if (!ctl_->store->getUser(name).ok()) testing::addUser(*ctl_->store, name, 1001, {});
     } else {
       api::Group group;
       group.name = name;
@@ -514,16 +514,24 @@ TEST_F(SchedulingLoopTest, StoredQuotasAndQosLevelsApplyAtTheNextPass) {
   EXPECT_EQ(state(forbidden), "PENDING");
   EXPECT_EQ(ctl_->store->getJob(forbidden)->reason, "GroupQuota");
 
-  // A QoS level the store does not know leaves the job pending; created, it is placed.
+  // A QoS level nobody created is refused at submission, naming the field (issue 21: it was
+  // accepted and pended forever); a level removed after the submission leaves the job pending
+  // with InvalidQOS, and it is placed once the level is back.
   api::JobSpec urgent = makeSpec(1000);
   urgent.qos = "urgent";
-  int64_t urgent_id = submit(urgent);
-  pass();
-  EXPECT_EQ(state(urgent_id), "PENDING");
-  EXPECT_EQ(ctl_->store->getJob(urgent_id)->reason, "InvalidQOS");
+  auto refused = ctl_->service.submit(alice(), SubmitRequest{urgent, "", 0, "ml"});
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message().rfind("job.qos: there is no QoS level 'urgent'", 0), 0u)
+      << refused.status().message();
   api::Qos level;
   level.name = "urgent";
   level.priority = 100;
+  ASSERT_TRUE(store::saveApiQos(*ctl_->store, level).isOk());
+  int64_t urgent_id = submit(urgent);
+  ASSERT_TRUE(ctl_->store->deleteQos("urgent").isOk());
+  pass();
+  EXPECT_EQ(state(urgent_id), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(urgent_id)->reason, "InvalidQOS");
   ASSERT_TRUE(store::saveApiQos(*ctl_->store, level).isOk());
   pass();
   EXPECT_EQ(state(urgent_id), "RUNNING");
@@ -533,10 +541,6 @@ TEST_F(SchedulingLoopTest, StoredQuotasAndQosLevelsApplyAtTheNextPass) {
 // one event); raising the quota lets the job start at the next pass.
 TEST_F(SchedulingLoopTest, UsedUpGpuHoursHoldNewWorkBack) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
-  api::User user;
-  user.name = "alice";
-  user.uid = 1001;
-  ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
   api::Quota quota;
   quota.gpu_hours = 3;
   ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", quota, "root",
@@ -576,10 +580,6 @@ TEST_F(SchedulingLoopTest, UsedUpGpuHoursHoldNewWorkBack) {
 // the running one goes on.
 TEST_F(SchedulingLoopTest, RunningJobsCountTowardGpuHours) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
-  api::User user;
-  user.name = "alice";
-  user.uid = 1001;
-  ASSERT_TRUE(store::saveApiUser(*ctl_->store, user).isOk());
   api::Quota quota;
   quota.gpu_hours = 3;
   ASSERT_TRUE(store::saveApiQuota(*ctl_->store, store::QuotaSubject::kUser, "alice", quota, "root",
@@ -678,7 +678,7 @@ TEST_F(SchedulingLoopTest, WallTimeAndRunTimeLimitsApplyAtSubmission) {
 
 // A quota's max_memory_per_task (`gpool quota --max-gpu-mem`) refuses a task with more GPU
 // memory, counting a whole GPU or a slice without --gpu-mem by the pool's largest GPU (80 GiB).
-TEST_F(SchedulingLoopTest, MaxGpuMemRefusesBiggerTasksAtSubmission) {
+TEST_F(SchedulingLoopTest, MaxGpuMemRefusesBiggerSharesAtSubmission) {
   api::Quota quota;
   quota.max_memory_per_task_mib = 40 * 1024;
   setQuota(store::QuotaSubject::kUser, "alice", quota);
@@ -688,13 +688,17 @@ TEST_F(SchedulingLoopTest, MaxGpuMemRefusesBiggerTasksAtSubmission) {
   // No node yet: only an explicit --gpu-mem can be counted.
   EXPECT_TRUE(submitted(makeSpec(1000)).ok());
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4, 80 * 1024)).ok());
-  auto whole = submitted(makeSpec(1000));
-  ASSERT_EQ(whole.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(whole.status().message(),
-            "job.resources.gpu_memory: 80G of GPU memory per task (the whole memory of the "
+  // A whole GPU is the task's alone: bounded by max_gpus, not by its memory (issue 21: a 40G
+  // limit refused every whole 80G GPU).
+  EXPECT_TRUE(submitted(makeSpec(1000)).ok());
+  EXPECT_TRUE(submitted(makeSpec(2000)).ok());
+  EXPECT_TRUE(submitted(makeSpec(500)).ok());  // half of an 80G GPU: 40G
+  auto slice = submitted(makeSpec(750));       // 60G of a shared 80G GPU
+  ASSERT_EQ(slice.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(slice.status().message(),
+            "job.resources.gpu_memory: 60G of GPU memory per task (the slice's share of the "
             "pool's largest GPU) is above user alice's quota max_gpu_mem 40G; ask for less with "
             "--gpu-mem (per GPU)");
-  EXPECT_TRUE(submitted(makeSpec(500)).ok());  // half of an 80G GPU: 40G
   api::JobSpec two = makeSpec(2000);
   two.resources.gpu_memory_mib = 20 * 1024;  // 2 x 20G = 40G per task
   EXPECT_TRUE(submitted(two).ok());

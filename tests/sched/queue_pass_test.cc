@@ -335,6 +335,191 @@ job 13 a g 1 submit=3 array=11%0
   EXPECT_EQ(d.starts.size(), 3u);
 }
 
+// A preemptor owns what it preempted (issue 21, the livelock seen through the real daemons):
+// job 5 evicted jobs 1 and 2; job 1 has left and is pending again (requeued), job 2 still
+// leaves. The GPUs job 1 freed are job 5's: job 1 is not placed back on them although they
+// are free and it fits there; job 5 holds a claim until job 2 is gone.
+TEST(SchedulerPass, RequeuedVictimIsNotPlacedOnItsPreemptorsClaim) {
+  const std::string pool = R"(
+config order fifo
+config min_run 0s
+config delay 0s
+qos low priority=0 preemptible
+qos high priority=10
+node n1 4
+now 100
+run 2 a g 2 on=n1 start=0 qos=low preemptible preempting=130
+job 1 a g 2 submit=0 qos=low preemptible
+)";
+  Decisions d = runScenario(pool + "job 5 b h 4 submit=50 qos=high victims=1,2\n");
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_EQ(findPending(d, 1).reason, QueueReason::kResources) << findPending(d, 1).detail;
+  PendingDecision p = findPending(d, 5);
+  EXPECT_EQ(p.reason, QueueReason::kResources);
+  EXPECT_NE(p.detail.find("waiting for job(s) 2, preempted for it"), std::string::npos) << p.detail;
+  ASSERT_FALSE(d.reservations.empty());
+  EXPECT_EQ(d.reservations[0].job, 5u);
+  EXPECT_TRUE(d.reservations[0].claim);
+  EXPECT_EQ(d.reservations[0].start, kOrigin + std::chrono::seconds(130));
+
+  // Without the claim (what the pass saw before: no victims recorded), job 1 took them back.
+  Decisions before = runScenario(pool + "job 5 b h 4 submit=50 qos=high\n");
+  EXPECT_TRUE(started(before, 1));
+}
+
+// Once every victim has left, the preemptor starts at once, ahead of jobs the queue order puts
+// first (job 1 is older and FIFO would start it).
+TEST(SchedulerPass, PreemptorStartsAsSoonAsItsVictimsAreGone) {
+  Decisions d = runScenario(R"(
+config order fifo
+config min_run 0s
+config delay 0s
+qos low priority=0 preemptible
+qos high priority=10
+node n1 4
+now 200
+job 1 a g 2 submit=0 qos=low preemptible
+job 2 a g 2 submit=1 qos=low preemptible
+job 5 b h 4 submit=50 qos=high victims=1,2
+)");
+  ASSERT_TRUE(started(d, 5));
+  EXPECT_EQ(d.starts.size(), 1u);
+  EXPECT_NE(findStart(d, 5).explanation.find("preempted for it freed"), std::string::npos);
+}
+
+// A job already preempted for a preemptor and running again is never its victim a second time:
+// job 5 evicted job 1, which restarted; job 5 now needs room again and takes job 3 instead,
+// although job 1 ran shorter (the least work lost would otherwise pick it).
+TEST(SchedulerPass, NoJobIsPreemptedTwiceForTheSamePreemptor) {
+  const std::string pool = R"(
+config order fairshare
+config min_run 0s
+config delay 0s
+config reclaim off
+qos low priority=0 preemptible
+qos high priority=10
+node n1 2
+now 1000
+run 1 a g 1 on=n1 start=900 qos=low preemptible
+run 3 a g 1 on=n1 start=0 qos=low preemptible
+)";
+  Decisions d = runScenario(pool + "job 5 b h 1 submit=0 qos=high victims=1\n");
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].job, 3u);
+  Decisions fresh = runScenario(pool + "job 5 b h 1 submit=0 qos=high\n");
+  ASSERT_EQ(fresh.preemptions.size(), 1u);
+  EXPECT_EQ(fresh.preemptions[0].job, 1u);
+}
+
+// Reclaim has its own protections: borrowed work runs reclaim_min_run, and the job of the group
+// below its share reclaims once it waited reclaim_delay (here 30 s, set in seconds as a small
+// lab would), independently of the preemption delay (1 hour).
+TEST(SchedulerPass, ReclaimWaitsItsOwnDelay) {
+  const std::string pool = R"(
+config order fairshare
+config delay 1h
+config min_run 1h
+config reclaim_delay 30s
+config reclaim_min_run 10s
+group a quota=2
+group b quota=2
+node n1 4
+run 1 bob b 2 on=n1 start=0
+run 2 bob b 2 on=n1 start=5
+)";
+  Decisions early = runScenario(pool + "now 20\njob 3 alice a 2 submit=0\n");
+  EXPECT_TRUE(early.preemptions.empty());
+  EXPECT_NE(findPending(early, 3).detail.find("may preempt in 00:00:10"), std::string::npos)
+      << findPending(early, 3).detail;
+  Decisions later = runScenario(pool + "now 30\njob 3 alice a 2 submit=0\n");
+  ASSERT_EQ(later.preemptions.size(), 1u);
+  EXPECT_EQ(later.preemptions[0].job, 2u);  // the work beyond b's quota: the later start
+  EXPECT_NE(later.preemptions[0].reason.find("reclaimed for job 3 of group a"), std::string::npos);
+}
+
+// Holds, dependencies and GPU-hours are decided by the pass (so `gpool sim` decides them too).
+TEST(SchedulerPass, HoldsDependenciesAndGpuHoursAreDecidedInThePass) {
+  Decisions d = runScenario(R"(
+config order fifo
+user carol gpu_hours=12.5/12.5
+group lab gpu_hours=3/4
+node n1 8
+now 100
+ended 20 failed
+ended 21 succeeded
+job 1 a g 1 submit=1 held
+job 2 a g 1 submit=2 admin_held
+job 3 a g 1 submit=3 after=20
+job 4 a g 1 submit=4 afternotok=20
+job 5 a g 1 submit=5 after=21
+job 6 a g 1 submit=6 after=99
+job 7 a g 1 submit=7 after=1
+job 8 carol g 1 submit=8
+job 9 dan lab 1 submit=9
+)");
+  EXPECT_EQ(findPending(d, 1).reason, QueueReason::kJobHeldUser);
+  EXPECT_EQ(findPending(d, 2).reason, QueueReason::kJobHeldAdmin);
+  ASSERT_EQ(d.cancels.size(), 2u);
+  EXPECT_EQ(d.cancels[0].job, 3u);
+  EXPECT_EQ(d.cancels[0].reason, "DependencyNeverSatisfied");
+  EXPECT_EQ(d.cancels[0].detail, "job 20 failed (afterok)");
+  EXPECT_EQ(d.cancels[1].job, 6u);
+  EXPECT_EQ(d.cancels[1].detail, "job 99 does not exist (afterok)");
+  EXPECT_TRUE(started(d, 4));
+  EXPECT_TRUE(started(d, 5));
+  EXPECT_EQ(findPending(d, 7).reason, QueueReason::kDependency);
+  EXPECT_EQ(findPending(d, 8).reason, QueueReason::kAssocGrpGpuHours);
+  EXPECT_NE(findPending(d, 8).detail.find("user carol used 12.50 of 12.50 GPU-hours"),
+            std::string::npos)
+      << findPending(d, 8).detail;
+  EXPECT_TRUE(started(d, 9));  // 3 of 4 used
+  EXPECT_EQ(queueReasonName(QueueReason::kAssocGrpGpuHours), "AssocGrpGpuHours");
+  EXPECT_EQ(queueReasonName(QueueReason::kJobHeldAdmin), "JobHeldAdmin");
+}
+
+// A job that would fit if an unhealthy GPU were usable says so, naming the GPU and why; so does
+// one that needs only GPUs that are unhealthy (it is not BadConstraints: they may recover).
+TEST(SchedulerPass, UnhealthyGpusAreTheReasonWhenTheyAreWhatIsMissing) {
+  Decisions d = runScenario(R"(
+config order fifo
+config preemption off
+node n1 2
+node n2 1 model=A100
+now 100
+unhealthy n1 1 2 uncorrected ECC errors
+unhealthy n2 0 XID 79
+run 1 a g 1 on=n1 start=0
+job 2 b g 1 submit=1
+job 3 b g 1 submit=2 model=A100
+)");
+  PendingDecision p = findPending(d, 2);
+  EXPECT_EQ(p.reason, QueueReason::kGpusUnhealthy);
+  EXPECT_NE(p.detail.find("n1 GPU 1 (2 uncorrected ECC errors)"), std::string::npos) << p.detail;
+  PendingDecision q = findPending(d, 3);
+  EXPECT_EQ(q.reason, QueueReason::kGpusUnhealthy) << q.detail;
+  EXPECT_NE(q.detail.find("n2 GPU 0 (XID 79)"), std::string::npos) << q.detail;
+  EXPECT_EQ(queueReasonName(QueueReason::kGpusUnhealthy), "GpusUnhealthy");
+}
+
+// A gang no set of servers can hold even when empty pends with BadConstraints saying so (issue
+// 21: `--tasks 4 --nodes 2 --gpus 8` on 8-GPU servers pended Resources forever).
+TEST(SchedulerPass, ImpossibleGangIsBadConstraints) {
+  Decisions d = runScenario(R"(
+config order fifo
+node n1 8
+node n2 8
+now 100
+run 1 a g 1 on=n1 start=0
+job 2 b g 8 submit=1 tasks=4 nodes=2
+job 3 b g 8 submit=2 tasks=2 nodes=2
+)");
+  PendingDecision p = findPending(d, 2);
+  EXPECT_EQ(p.reason, QueueReason::kBadConstraints);
+  EXPECT_NE(p.detail.find("can ever run it"), std::string::npos) << p.detail;
+  EXPECT_EQ(findPending(d, 3).reason, QueueReason::kResources) << findPending(d, 3).detail;
+}
+
 TEST(QueueOrder, ParsesNamesAndAliases) {
   EXPECT_EQ(*parseQueueOrder("tiresias"), QueueOrder::kLeastAttainedService);
   EXPECT_EQ(*parseQueueOrder("multifactor"), QueueOrder::kMultifactor);

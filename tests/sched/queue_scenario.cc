@@ -24,8 +24,8 @@ Line split(const std::string& text) {
     auto eq = w.find('=');
     if (eq != std::string::npos) {
       l.kv[w.substr(0, eq)] = w.substr(eq + 1);
-    } else if (l.words.size() >= 2 &&
-               (w == "preemptible" || w == "borrowed" || w == "warned" || w == "no_preempt")) {
+    } else if (l.words.size() >= 2 && (w == "preemptible" || w == "warned" || w == "no_preempt" ||
+                                       w == "held" || w == "admin_held")) {
       l.flags.insert(w);
     } else {
       l.words.push_back(w);
@@ -78,6 +78,8 @@ Status applyConfig(SchedulerConfig& c, UsageLedger& usage, const std::string& ke
   if (key == "delay") return dur(&c.preemption.delay_s);
   if (key == "grace") return dur(&c.preemption.grace_s);
   if (key == "reclaim") return c.preemption.reclaim = onOff(v), Status::ok();
+  if (key == "reclaim_min_run") return dur(&c.preemption.reclaim_min_run_time_s);
+  if (key == "reclaim_delay") return dur(&c.preemption.reclaim_delay_s);
   if (key == "idle") return c.idle.enabled = onOff(v), Status::ok();
   if (key == "idle_flag") return dur(&c.idle.flag_after_s);
   if (key == "idle_warn") return dur(&c.idle.warn_after_s);
@@ -159,9 +161,21 @@ Result<Job> parseJob(const Line& l, uint64_t gpu_mem) {
       j.qos = v;
     } else if (k == "nice") {
       GPOOL_ASSIGN_OR_RETURN(j.nice, toInt(v));
-    } else if (k == "after") {
+    } else if (k == "after" || k == "afternotok" || k == "afterany") {
+      // The dependency's state is set once every job is read (end of parseScenario).
       GPOOL_ASSIGN_OR_RETURN(int64_t dep, toInt(v));
-      j.dependencies.push_back(static_cast<JobId>(dep));
+      DependencyKind kind = k == "after"        ? DependencyKind::kAfterOk
+                            : k == "afternotok" ? DependencyKind::kAfterNotOk
+                                                : DependencyKind::kAfterAny;
+      j.dependencies.push_back({static_cast<JobId>(dep), kind, DependencyState::kUnknown});
+    } else if (k == "victims") {
+      // victims=3,4: jobs evicted for this one by earlier passes.
+      std::istringstream ids(v);
+      std::string item;
+      while (std::getline(ids, item, ',')) {
+        GPOOL_ASSIGN_OR_RETURN(int64_t victim, toInt(item));
+        j.victims.push_back(static_cast<JobId>(victim));
+      }
     } else if (k == "array") {
       // array=ID%N: an element of array ID, at most N of whose elements run at once.
       size_t percent = v.find('%');
@@ -174,6 +188,9 @@ Result<Job> parseJob(const Line& l, uint64_t gpu_mem) {
       GPOOL_ASSIGN_OR_RETURN(int64_t n, toInt(v));
       j.request.tasks = static_cast<uint32_t>(n);
       j.request.scope = GangScope::kMultiServer;
+    } else if (k == "nodes") {
+      GPOOL_ASSIGN_OR_RETURN(int64_t n, toInt(v));
+      j.request.nodes = static_cast<uint32_t>(n);
     } else if (k == "model") {
       j.request.task.constraints.gpu_models.push_back(v);
     } else if (k == "duration") {
@@ -187,6 +204,8 @@ Result<Job> parseJob(const Line& l, uint64_t gpu_mem) {
     }
   }
   j.preemptible = l.flags.count("preemptible") > 0;
+  if (l.flags.count("held")) j.hold = Hold::kUser;
+  if (l.flags.count("admin_held")) j.hold = Hold::kAdmin;
   return j;
 }
 
@@ -199,6 +218,7 @@ Result<Scenario> parseScenario(const std::string& text) {
   std::string raw;
   int line_no = 0;
   uint64_t gpu_mem = 16384;
+  std::map<JobId, DependencyState> ended;
   while (std::getline(in, raw)) {
     ++line_no;
     auto hash = raw.find('#');
@@ -260,6 +280,14 @@ Result<Scenario> parseScenario(const std::string& text) {
           g.over_quota_weight = toDouble(v).valueOr(1);
         } else if (k == "shares") {
           s.config.fairshare.group_shares[l.words[1]] = toDouble(v).valueOr(1);
+        } else if (k == "gpu_hours") {  // gpu_hours=USED/LIMIT
+          size_t slash = v.find('/');
+          if (slash == std::string::npos) return fail(Status::invalidArgument("USED/LIMIT"));
+          auto used = toDouble(v.substr(0, slash));
+          auto limit = toDouble(v.substr(slash + 1));
+          if (!used.ok() || !limit.ok()) return fail(Status::invalidArgument("USED/LIMIT"));
+          g.gpu_hours_used = *used;
+          g.gpu_hours = *limit;
         } else if (k == "max_compute") {  // a sum of shares: "1.5" is fine here
           auto n = parseScaledDecimal(v, 3, uint64_t{1} << 40, "compute");
           if (!n.ok()) return fail(n.status());
@@ -288,6 +316,14 @@ Result<Scenario> parseScenario(const std::string& text) {
           auto n = parseScaledDecimal(v, 3, uint64_t{1} << 40, "compute");
           if (!n.ok()) return fail(n.status());
           u.max_compute = *n;
+        } else if (k == "gpu_hours") {  // gpu_hours=USED/LIMIT
+          size_t slash = v.find('/');
+          if (slash == std::string::npos) return fail(Status::invalidArgument("USED/LIMIT"));
+          auto used = toDouble(v.substr(0, slash));
+          auto limit = toDouble(v.substr(slash + 1));
+          if (!used.ok() || !limit.ok()) return fail(Status::invalidArgument("USED/LIMIT"));
+          u.gpu_hours_used = *used;
+          u.gpu_hours = *limit;
         } else {
           return fail(Status::invalidArgument("unknown user field '" + k + "'"));
         }
@@ -319,12 +355,28 @@ Result<Scenario> parseScenario(const std::string& text) {
           if (!st.isOk()) return fail(st);
         }
         job->allocation = std::move(*alloc);
-        job->borrowed = l.flags.count("borrowed") > 0;
         job->idle_warned = l.flags.count("warned") > 0;
         if (l.kv.count("idle_since")) job->idle_since = *at("idle_since");
         if (l.kv.count("preempting")) job->preempt_deadline = *at("preempting");
       }
       s.jobs.push_back(std::move(*job));
+    } else if (d == "ended") {
+      // ended <id> <succeeded|failed>: a job no longer in the queue, for dependencies.
+      if (l.words.size() < 3) return fail(Status::invalidArgument("ended <id> <how>"));
+      auto id = toInt(l.words[1]);
+      if (!id.ok()) return fail(id.status());
+      ended[static_cast<JobId>(*id)] =
+          l.words[2] == "succeeded" ? DependencyState::kSucceeded : DependencyState::kFailed;
+    } else if (d == "unhealthy") {
+      // unhealthy <node> <gpu index> [reason...]
+      if (l.words.size() < 3) return fail(Status::invalidArgument("unhealthy <node> <gpu>"));
+      auto node = s.cluster.findNode(l.words[1]);
+      auto gpu = toInt(l.words[2]);
+      if (!node || !gpu.ok()) return fail(Status::invalidArgument("unhealthy <node> <gpu>"));
+      Gpu& g = s.cluster.mutableNode(*node).gpus.at(static_cast<size_t>(*gpu));
+      g.healthy = false;
+      for (size_t w = 3; w < l.words.size(); ++w)
+        g.health_reason += (w > 3 ? " " : "") + l.words[w];
     } else if (d == "expect") {
       if (l.words.size() < 3) return fail(Status::invalidArgument("expect <kind> <id> ..."));
       Expectation e;
@@ -343,6 +395,20 @@ Result<Scenario> parseScenario(const std::string& text) {
     }
   }
   if (s.config.qos_levels.empty()) s.config.qos_levels.push_back(QosLevel{});
+  // A dependency on a job of the scenario is open; on an `ended` one, as it ended; on any
+  // other, unknown.
+  std::set<JobId> present;
+  for (const Job& j : s.jobs)
+    present.insert(j.id);
+  for (Job& j : s.jobs) {
+    for (Dependency& dep : j.dependencies) {
+      if (present.count(dep.job)) {
+        dep.state = DependencyState::kOpen;
+      } else if (auto e = ended.find(dep.job); e != ended.end()) {
+        dep.state = e->second;
+      }
+    }
+  }
   return s;
 }
 
@@ -403,6 +469,10 @@ std::vector<std::string> checkExpectations(const Scenario& s, const Decisions& d
                          std::to_string((it->start - kOrigin).count() / 1000000) + ", expected " +
                          std::to_string(e.value));
       }
+    } else if (e.kind == "cancel") {
+      auto it = std::find_if(d.cancels.begin(), d.cancels.end(),
+                             [&](const CancelDecision& x) { return x.job == e.job; });
+      if (it == d.cancels.end()) errors.push_back(where(e) + "job " + id + " was not cancelled");
     } else if (e.kind == "idle") {
       auto it = std::find_if(d.idle.begin(), d.idle.end(),
                              [&](const IdleDecision& x) { return x.job == e.job; });

@@ -12,13 +12,19 @@
 //   user <name> [max=G] [max_compute=G]
 //   usage <user> <group> <billed GPU-seconds>
 //   now <t>
+//   user <name> [max=G] [max_compute=G] [gpu_hours=USED/LIMIT]
+//   group <name> ... [gpu_hours=USED/LIMIT]
 //   job <id> <user> <group> <gpus> [submit=t] [limit=D] [qos=Q] [nice=N] [preemptible]
-//       [after=ID] [array=ID%N] [tasks=N] [model=M] [duration=D] [attained=GPU-s]
+//       [after=ID] [afternotok=ID] [afterany=ID] [array=ID%N] [tasks=N] [nodes=N] [model=M]
+//       [duration=D] [attained=GPU-s] [victims=ID,ID] [held] [admin_held]
 //   run <id> <user> <group> <gpus> on=<node> start=<t> [limit=D] [qos=Q] [preemptible]
-//       [borrowed] [idle_since=t] [warned] [preempting=t]
+//       [idle_since=t] [warned] [preempting=t]
+//   ended <id> <succeeded|failed>    a job no longer queued (dependencies on it)
+//   unhealthy <node> <gpu> [reason]  marks a GPU unhealthy
 //   expect start <id> [on=<node>]    the started jobs are exactly those listed
 //   expect preempt <id> [for=<id>]   the preempted jobs are exactly those listed
 //   expect pending <id> <Reason>
+//   expect cancel <id>
 //   expect reservation <id> at=<t>
 //   expect idle <id> <flag|warn|preempt>
 #include <cstdint>
