@@ -19,8 +19,23 @@ std::vector<TaskShape> typicalShapes(std::vector<TaskShape> shapes, double cover
   for (const TaskShape& s : shapes)
     total += s.weight;
   if (total <= 0) return {};
-  std::stable_sort(shapes.begin(), shapes.end(),
-                   [](const TaskShape& a, const TaskShape& b) { return a.weight > b.weight; });
+  // The published GetTypicalPods sorts by sort.Reverse of (count, CPU, per-GPU share, GPU count,
+  // GPU type string), all ascending: the most frequent first, and among equally frequent shapes
+  // the larger ones first. Which equally frequent shapes fall at the coverage cut-off depends on
+  // it.
+  auto joined = [](const TaskShape& s) {
+    std::string out;
+    for (const std::string& m : s.gpu_models)
+      out += (out.empty() ? "" : "|") + m;
+    return out;
+  };
+  std::stable_sort(shapes.begin(), shapes.end(), [&](const TaskShape& a, const TaskShape& b) {
+    if (a.weight != b.weight) return a.weight > b.weight;
+    if (a.cpu_millis != b.cpu_millis) return a.cpu_millis > b.cpu_millis;
+    if (a.gpu_milli != b.gpu_milli) return a.gpu_milli > b.gpu_milli;
+    if (a.gpu_count != b.gpu_count) return a.gpu_count > b.gpu_count;
+    return joined(a) > joined(b);
+  });
   double want = coverage_pct / 100.0 * total;
   double cum = 0;
   size_t keep = 0;

@@ -33,9 +33,11 @@ struct TaskShape {
   }
 };
 
-// Keeps the most frequent shapes (by count, descending; ties in first-seen order) until they
-// cover `coverage_pct` percent of all tasks, as FGD's "typical pods" do (95 in the paper's
-// experiments). `shapes` carry raw counts in `weight`; the result is renormalised to sum 1.
+// Keeps the most frequent shapes until they cover `coverage_pct` percent of all tasks, as FGD's
+// "typical pods" do (95 in the paper's experiments, added one shape at a time). Order: count
+// descending, then CPU, per-GPU share, GPU count and allowed models ('|'-joined) descending, as
+// the published code sorts. `shapes` carry raw counts in `weight`; the result is renormalised
+// to sum 1.
 std::vector<TaskShape> typicalShapes(std::vector<TaskShape> shapes, double coverage_pct = 95);
 
 // Evaluates the measure fast: shapes are grouped per GPU model by (gpu_count, gpu_milli) with

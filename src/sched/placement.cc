@@ -25,6 +25,17 @@ PlacementMemo& PlacementPolicy::memo() {
   return *memo_;
 }
 
+const std::vector<uint32_t>* PlacementPolicy::tieOrder(size_t nodes, Random& random) {
+  if (!fixed_ties_) return nullptr;
+  if (tie_rank_.size() != nodes) {
+    tie_rank_.resize(nodes);
+    for (size_t i = 0; i < nodes; ++i)
+      tie_rank_[i] = static_cast<uint32_t>(i);
+    random.shuffle(tie_rank_);
+  }
+  return &tie_rank_;
+}
+
 namespace {
 
 bool sameShape(const TaskRequest& a, const TaskRequest& b) {

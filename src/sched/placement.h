@@ -110,14 +110,17 @@ class PlacementPolicy {
   // Candidates whose scores differ by less than this count as ties (broken at random).
   virtual double tieEpsilon() const { return 1e-9; }
   // How ties between equally scored nodes are broken (after data locality and gang reuse):
-  // nullptr (the default) means uniformly at random; otherwise a rank per node, and the node
-  // of lowest rank wins. A policy that wants a fixed order draws it from `random` on the first
-  // call and keeps it while the pool has `nodes` nodes. Not thread-safe, like score().
-  virtual const std::vector<uint32_t>* tieOrder(size_t nodes, Random& random) {
-    (void)nodes;
-    (void)random;
-    return nullptr;
-  }
+  // nullptr means uniformly at random; otherwise a rank per node, and the node of lowest rank
+  // wins. The default returns nullptr unless setFixedTieOrder(true), in which case the order
+  // is drawn from `random` on the first call and kept while the pool has `nodes` nodes. Not
+  // thread-safe, like score().
+  virtual const std::vector<uint32_t>* tieOrder(size_t nodes, Random& random);
+  // The tie rule of the FGD paper's simulator (a Kubernetes 1.20.5 fork whose selectHost takes
+  // the tied node of smallest name, after prefixing every node name with its index in one random
+  // permutation per run): ties go to the earliest node of one random order drawn per run, so
+  // equally scored tasks pile onto the same nodes instead of spreading.
+  void setFixedTieOrder(bool fixed) { fixed_ties_ = fixed; }
+  bool fixedTieOrder() const { return fixed_ties_; }
   // Told after the caller applied a placement this policy chose, for policies that remember
   // what runs where (e.g. GpuClustering). The default does nothing.
   virtual void notePlaced(const ClusterState& cluster, const TaskRequest& task,
@@ -138,6 +141,8 @@ class PlacementPolicy {
 
  private:
   std::unique_ptr<PlacementMemo> memo_;
+  bool fixed_ties_ = false;
+  std::vector<uint32_t> tie_rank_;  // per node, while fixed_ties_
 };
 
 // Each node's best choice for a task shape, valid while the node keeps the version it was

@@ -27,16 +27,6 @@ double truncated(double v) {
 
 }  // namespace
 
-const std::vector<uint32_t>* FixedTieOrder::get(size_t nodes, Random& random) {
-  if (rank_.size() != nodes) {
-    rank_.resize(nodes);
-    for (size_t i = 0; i < nodes; ++i)
-      rank_[i] = static_cast<uint32_t>(i);
-    random.shuffle(rank_);
-  }
-  return &rank_;
-}
-
 double DotProdPolicy::score(const ClusterState& cluster, const TaskRequest& task,
                             const TaskAllocation& candidate) {
   const Node& node = cluster.node(candidate.node);

@@ -36,6 +36,9 @@ class RandomPolicy final : public PlacementPolicy {
   }
   GpuChoices gpuChoices() const override { return GpuChoices::kEvery; }
   bool randomWithinNode() const override { return true; }
+  // Every node ties, and the published Random draws a fresh node per placement (in its
+  // PreScore), so a fixed tie order never applies.
+  const std::vector<uint32_t>* tieOrder(size_t, Random&) override { return nullptr; }
 };
 
 class DotProdPolicy final : public PlacementPolicy {
@@ -47,51 +50,32 @@ class DotProdPolicy final : public PlacementPolicy {
   bool nodeLocalScores() const override { return true; }
 };
 
-// Tie-break of the published simulator's scheduler (a Kubernetes 1.20.5 fork): among equal
-// scores the node with the smallest name wins, and node names start with a random permutation
-// index drawn once per run, so ties go to the earliest node of one random order instead of a
-// fresh random node each time. For the policies that score CPU-only tasks the same everywhere
-// this packs those tasks onto few nodes. Holds the order; drawn from the placement's Random on
-// first use (and again if the pool's size changes).
-class FixedTieOrder {
- public:
-  const std::vector<uint32_t>* get(size_t nodes, Random& random);
-
- private:
-  std::vector<uint32_t> rank_;
-};
-
+// GpuClustering and GpuPacking always break ties by the published simulator's fixed node
+// order (PlacementPolicy::setFixedTieOrder): both score CPU-only tasks the same on every node,
+// and only that order packs those tasks onto few nodes as the published results assume.
 class GpuClusteringPolicy final : public PlacementPolicy {
  public:
+  GpuClusteringPolicy() { setFixedTieOrder(true); }
   std::string_view name() const override { return "GpuClustering"; }
   double score(const ClusterState& cluster, const TaskRequest& task,
                const TaskAllocation& candidate) override;
   double tieEpsilon() const override { return 0.5; }
-  const std::vector<uint32_t>* tieOrder(size_t nodes, Random& random) override {
-    return tie_order_.get(nodes, random);
-  }
   void notePlaced(const ClusterState& cluster, const TaskRequest& task,
                   const TaskAllocation& alloc) override;
 
  private:
   // Per node: how many tasks of each kind run there (kinds: 0 = slice, k = k whole GPUs).
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> kinds_;
-  FixedTieOrder tie_order_;
 };
 
 class GpuPackingPolicy final : public PlacementPolicy {
  public:
+  GpuPackingPolicy() { setFixedTieOrder(true); }
   std::string_view name() const override { return "GpuPacking"; }
   double score(const ClusterState& cluster, const TaskRequest& task,
                const TaskAllocation& candidate) override;
   double tieEpsilon() const override { return 0.5; }
   bool nodeLocalScores() const override { return true; }
-  const std::vector<uint32_t>* tieOrder(size_t nodes, Random& random) override {
-    return tie_order_.get(nodes, random);
-  }
-
- private:
-  FixedTieOrder tie_order_;
 };
 
 class BestFitPolicy final : public PlacementPolicy {

@@ -1,5 +1,6 @@
 #include "sim/fgd_replay.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -62,6 +63,8 @@ Result<SeedRun> runSeed(const std::vector<OpenbNode>& nodes, const FgdWorkload& 
                         const std::string& policy_name, uint64_t seed, double tune) {
   auto start = std::chrono::steady_clock::now();
   GPOOL_ASSIGN_OR_RETURN(auto policy, sched::makePolicy(policy_name, workload.frag_model));
+  // Every policy breaks ties as the published scheduler does (Random ignores it: it draws).
+  policy->setFixedTieOrder(true);
   sched::ClusterState cluster = buildCluster(nodes);
   const double capacity = static_cast<double>(cluster.gpuComputeTotal());
 
@@ -73,18 +76,25 @@ Result<SeedRun> runSeed(const std::vector<OpenbNode>& nodes, const FgdWorkload& 
   double total = 0;
   for (const OpenbPod& p : workload.pods)
     total += static_cast<double>(p.gpuRequestMilli());
-  // Top up with draws with replacement (GPU pods add load; a list without any would loop).
-  bool any_gpu = total > 0;
-  while (any_gpu && total < tune * capacity) {
+  // Top up with draws with replacement as the published tuneUpPods does: a drawn pod is
+  // appended unless the total plus its per-GPU share would pass the target; the first that
+  // would ends the top-up (so the total stays at or just under tune x capacity, a multi-GPU
+  // pod can pass it by its other GPUs). A list without GPU pods is not topped up.
+  const double target = tune * capacity;
+  while (total > 0 && total < target) {
     size_t i = static_cast<size_t>(random.uniform(workload.pods.size()));
+    const OpenbPod& p = workload.pods[i];
+    if (total + static_cast<double>(p.gpuRequestMilli() > 0 ? p.gpu_milli : 0) > target) break;
     order.push_back(i);
-    total += static_cast<double>(workload.pods[i].gpuRequestMilli());
+    total += static_cast<double>(p.gpuRequestMilli());
   }
 
   SeedRun run;
   run.seed = seed;
-  run.alloc_pct.assign(kMaxLevel + 1, 0);
   run.frag_pct.assign(kReportLevels.size(), 0);
+  // One row per arrival, as the published log's [Alloc] lines: arrived and allocated GPU share.
+  std::vector<std::pair<double, double>> rows;
+  rows.reserve(order.size());
   double arrived = 0, allocated = 0;
   int next_level = 0;
   size_t next_report = 0;
@@ -102,8 +112,9 @@ Result<SeedRun> runSeed(const std::vector<OpenbNode>& nodes, const FgdWorkload& 
     } else {
       ++run.failed;
     }
+    rows.emplace_back(100.0 * arrived / capacity, 100.0 * allocated / capacity);
+    // Fragmentation when the arrived request first reaches each report level.
     while (next_level <= kMaxLevel && arrived >= capacity * next_level / 100.0) {
-      run.alloc_pct[static_cast<size_t>(next_level)] = 100.0 * allocated / capacity;
       if (next_report < kReportLevels.size() && kReportLevels[next_report] == next_level) {
         run.frag_pct[next_report++] =
             100.0 * workload.frag_model->clusterFragmentation(cluster) / capacity;
@@ -111,15 +122,46 @@ Result<SeedRun> runSeed(const std::vector<OpenbNode>& nodes, const FgdWorkload& 
       ++next_level;
     }
   }
-  for (; next_level <= kMaxLevel; ++next_level) {
-    run.alloc_pct[static_cast<size_t>(next_level)] = 100.0 * allocated / capacity;
-    if (next_report < kReportLevels.size() && kReportLevels[next_report] == next_level) {
-      run.frag_pct[next_report++] =
-          100.0 * workload.frag_model->clusterFragmentation(cluster) / capacity;
-    }
-  }
+  for (; next_report < kReportLevels.size(); ++next_report)
+    run.frag_pct[next_report] =
+        100.0 * workload.frag_model->clusterFragmentation(cluster) / capacity;
+  run.alloc_pct = allocationByLevel(rows);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;
+}
+
+std::vector<double> allocationByLevel(const std::vector<std::pair<double, double>>& rows) {
+  // Rows grouped by arrived % rounded to an integer (Python's round: half to even, which
+  // nearbyint does in the default rounding mode).
+  std::vector<double> sum(kMaxLevel + 2, 0);
+  std::vector<size_t> count(kMaxLevel + 2, 0);
+  for (const auto& [arrived, alloc] : rows) {
+    double k = std::nearbyint(arrived);
+    if (k < 0 || k > kMaxLevel + 1) continue;
+    sum[static_cast<size_t>(k)] += alloc;
+    ++count[static_cast<size_t>(k)];
+  }
+  std::vector<double> out(kMaxLevel + 1, 0);
+  double last = 0;
+  for (int k = 0; k <= kMaxLevel; ++k) {
+    double s = 0;
+    size_t n = 0;
+    if (count[static_cast<size_t>(k)] > 0) {
+      s = sum[static_cast<size_t>(k)];
+      n = count[static_cast<size_t>(k)];
+    } else {
+      // No arrival rounds to k (a large pod jumped over it): the published merge script
+      // takes the rows that round to k - 1 .. k + 1; with none either, the level keeps the
+      // previous value.
+      for (int j = std::max(0, k - 1); j <= k + 1; ++j) {
+        s += sum[static_cast<size_t>(j)];
+        n += count[static_cast<size_t>(j)];
+      }
+    }
+    last = n > 0 ? s / static_cast<double>(n) : last;
+    out[static_cast<size_t>(k)] = last;
+  }
+  return out;
 }
 
 Result<std::vector<PolicyResult>> runPolicies(const std::vector<OpenbNode>& nodes,

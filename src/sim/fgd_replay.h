@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -24,10 +25,11 @@ inline constexpr int kMaxLevel = 130;
 
 struct SeedRun {
   uint64_t seed = 0;
-  // alloc_pct[k] = allocated GPU % of capacity when the arrived request first reached k%
-  // (k = 0..kMaxLevel; the last value carries on if the arrivals end earlier).
+  // alloc_pct[k] (k = 0..kMaxLevel) = allocated GPU % of capacity at arrived k%, computed as
+  // the published analysis does (allocationByLevel).
   std::vector<double> alloc_pct;
-  // FGD fragmentation (% of GPU capacity) at the report levels.
+  // FGD fragmentation (% of GPU capacity) when the arrived request first reaches each report
+  // level (the last value carries on if the arrivals end earlier).
   std::vector<double> frag_pct;
   uint64_t pods = 0;
   uint64_t failed = 0;
@@ -52,11 +54,17 @@ struct FgdWorkload {
   std::shared_ptr<const sched::FragmentationModel> frag_model;  // from the workload's shapes
 };
 
-// Share of tasks (percent) the typical shapes must cover. The published code defaults to 95,
-// but only covering every shape (100: multi-GPU shapes included) reproduces the published FGD
-// numbers (FGD at 100% load, seeds 42..51: 94.97% with 100, 89.66% with 95; published
-// 95.23%); see docs/scheduler-placement.md.
-inline constexpr double kTypicalCoverage = 100;
+// Share of tasks (percent) the typical shapes must cover: the published experiments' setting
+// (scripts/generate_config_and_run.py: podPopularityThreshold 95, podIncreaseStep 1, CPU-only
+// pods included), computed from the workload's pod list before the top-up.
+inline constexpr double kTypicalCoverage = 95;
+
+// The published analysis (experiments/analysis/merge_alloc_discrete.py): the simulator logs
+// (arrived %, allocated %) after every arrival; the value at level k is the mean allocation
+// over the rows whose arrived % rounds to k, or, when none does, over those rounding to
+// k - 1 .. k + 1. `rows` are (arrived %, allocated %) in arrival order; returns kMaxLevel + 1
+// values (a level no row is near keeps the previous level's value).
+std::vector<double> allocationByLevel(const std::vector<std::pair<double, double>>& rows);
 
 // Loads a pod list and derives its fragmentation model (typical shapes, CPU pods included).
 Result<FgdWorkload> loadWorkload(const std::string& pods_path);

@@ -179,7 +179,10 @@ std::vector<sched::TaskShape> shapeCounts(const std::vector<OpenbPod>& pods) {
   for (const OpenbPod& p : pods) {
     uint32_t count = p.gpu_milli == 0 ? 0 : p.num_gpu;
     uint32_t milli = count == 0 ? 0 : p.gpu_milli;
-    auto key = std::make_tuple(p.cpu_millis, count, milli, p.gpu_models);
+    // A CPU-only pod has no GPU type (the published converter writes the type annotation only
+    // for GPU pods).
+    std::vector<std::string> models = count == 0 ? std::vector<std::string>{} : p.gpu_models;
+    auto key = std::make_tuple(p.cpu_millis, count, milli, models);
     auto it = index.find(key);
     if (it == index.end()) {
       index.emplace(key, shapes.size());
@@ -187,7 +190,7 @@ std::vector<sched::TaskShape> shapeCounts(const std::vector<OpenbPod>& pods) {
       s.cpu_millis = p.cpu_millis;
       s.gpu_count = count;
       s.gpu_milli = milli;
-      s.gpu_models = p.gpu_models;
+      s.gpu_models = std::move(models);
       s.weight = 1;
       shapes.push_back(std::move(s));
     } else {

@@ -140,7 +140,7 @@ void runFgd(const FgdArgs& a) {
   }
   if (a.compare) {
     std::string pub_path =
-        a.published.empty() ? data + "/fgd-atc23-default/summary_mean_over_seeds.csv" : a.published;
+        a.published.empty() ? data + "/fgd-atc23-openb/summary_mean_over_seeds.csv" : a.published;
     auto published = readPublishedSummary(pub_path);
     if (!published.ok()) fail(published.status());
     bool ok = false;
@@ -193,10 +193,11 @@ CLI::App* registerSimCommands(CLI::App& app) {
   fgd->add_option("--svg", args->svg, "Write allocation vs arrived load plot (SVG) here");
   fgd->add_option("--frag-svg", args->frag_svg, "Write the fragmentation bar chart (SVG) here");
   fgd->add_flag("--compare", args->compare,
-                "Print the published FGD means side by side (exit code 2 if a baseline is off by "
-                "more than --tolerance at 100% or 130%)");
+                "Print the published means (17 workloads x 6 policies) side by side (exit code 1 "
+                "if a published policy is off by more than --tolerance at 100% or 130%)");
   fgd->add_option("--published", args->published,
-                  "Published summary CSV (default: bundled summary_mean_over_seeds.csv)");
+                  "Published summary CSV (default: bundled fgd-atc23-openb/"
+                  "summary_mean_over_seeds.csv)");
   fgd->add_option("--tolerance", args->tolerance, "Comparison tolerance, percentage points")
       ->capture_default_str();
   fgd->add_flag("--variants", args->variants,

@@ -256,8 +256,8 @@ std::string formatComparison(const std::vector<PolicyResult>& results,
   bool ok = true;
   size_t compared = 0;
   char line[512];
-  std::snprintf(line, sizeof(line), "%-14s %5s | %-23s | %-23s | %s\n", "POLICY", "SEEDS",
-                "alloc% @100: pub   ours", "alloc% @130: pub   ours", "WITHIN");
+  std::snprintf(line, sizeof(line), "%-28s %-14s %5s | %-23s | %-23s | %s\n", "WORKLOAD", "POLICY",
+                "SEEDS", "alloc% @100: pub   ours", "alloc% @130: pub   ours", "WITHIN");
   out << line;
   size_t i100 = static_cast<size_t>(std::find(kReportLevels.begin(), kReportLevels.end(), 100) -
                                     kReportLevels.begin());
@@ -270,8 +270,9 @@ std::string formatComparison(const std::vector<PolicyResult>& results,
     double m100 = r.meanAlloc(100), m130 = r.meanAlloc(130);
     if (!pub) {
       std::snprintf(line, sizeof(line),
-                    "%-14s %5zu |    -    %6.2f         |    -    %6.2f         | %s\n",
-                    r.policy.c_str(), r.runs.size(), m100, m130, "(not published)");
+                    "%-28s %-14s %5zu |    -    %6.2f         |    -    %6.2f         | %s\n",
+                    r.workload.c_str(), r.policy.c_str(), r.runs.size(), m100, m130,
+                    "(not published)");
       out << line;
       continue;
     }
@@ -280,12 +281,12 @@ std::string formatComparison(const std::vector<PolicyResult>& results,
     ok = ok && within;
     ++compared;
     std::snprintf(line, sizeof(line),
-                  "%-14s %5zu | %6.2f %6.2f (%+5.2f) | %6.2f %6.2f (%+5.2f) | %s\n",
-                  r.policy.c_str(), r.runs.size(), pub->alloc[i100], m100, d100, pub->alloc[i130],
-                  m130, d130, within ? "yes" : "NO");
+                  "%-28s %-14s %5zu | %6.2f %6.2f (%+5.2f) | %6.2f %6.2f (%+5.2f) | %s\n",
+                  r.workload.c_str(), r.policy.c_str(), r.runs.size(), pub->alloc[i100], m100, d100,
+                  pub->alloc[i130], m130, d130, within ? "yes" : "NO");
     out << line;
   }
-  std::snprintf(line, sizeof(line), "%zu published baselines compared, tolerance %.2f pp: %s\n",
+  std::snprintf(line, sizeof(line), "%zu published results compared, tolerance %.2f pp: %s\n",
                 compared, tolerance_pp, compared > 0 && ok ? "all within" : "NOT all within");
   out << line;
   if (ok_out) *ok_out = compared > 0 && ok;

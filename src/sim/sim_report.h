@@ -36,8 +36,9 @@ struct PublishedRow {
 };
 Result<std::vector<PublishedRow>> readPublishedSummary(const std::string& path);
 
-// Side by side at every report level; `ok_out` is set when all six baselines are within
-// `tolerance_pp` at 100% and 130%.
+// One line per result: published and measured allocation at 100% and 130% with the
+// difference; `ok_out` is set when at least one result has a published row and every result
+// that has one is within `tolerance_pp` at both levels.
 std::string formatComparison(const std::vector<PolicyResult>& results,
                              const std::vector<PublishedRow>& published, double tolerance_pp,
                              bool* ok_out);
