@@ -138,7 +138,7 @@ TEST(FormatNodes, GpusSlicesCpuAndMemory) {
             "MEM(used/total)\n"
             "gpu-01  MIXED                  2x A100                1/2             8/64         "
             "16G/512G\n"
-            "gpu-02  DRAINED (maintenance)  1x H100                1/0             0/64          "
+            "gpu-02  DRAINED (maintenance)  1x H100                0/0             0/64          "
             "0M/512G\n"
             "(some GPUs are simulated by the fake backend)\n"
             "gpu-02: 3 GPUs found, 4 expected\n");
