@@ -7,8 +7,8 @@
 #include <set>
 #include <sstream>
 
-#include "api/text.h"
 #include "api/gpu_model.h"
+#include "api/text.h"
 #include "common/units.h"
 
 namespace gpool::cli {
@@ -328,7 +328,8 @@ std::string formatNodes(const std::vector<api::Node>& nodes,
   // What the agents found wrong with the servers themselves (a GPU missing, the driver), and
   // the unhealthy GPUs, which get no work.
   for (const api::Node& node : nodes) {
-    if (!node.health_reason.empty()) out += terminalSafe(node.name + ": " + node.health_reason) + "\n";
+    if (!node.health_reason.empty())
+      out += terminalSafe(node.name + ": " + node.health_reason) + "\n";
     for (const api::Gpu& gpu : node.gpus) {
       if (gpu.health != api::GpuHealth::kUnhealthy) continue;
       out += terminalSafe(node.name + ": GPU " + std::to_string(gpu.index) + " is unhealthy" +

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/text.h"
 #include "api/gpu_model.h"
+#include "api/text.h"
 #include "api/user.h"
 #include "common/units.h"
 #include "store/api_codec.h"

@@ -40,13 +40,13 @@ struct Context {
   std::function<double(const std::string&)> user_usage;   // may be empty (ApiRouteOptions)
   std::function<double(const std::string&)> group_usage;  // may be empty
   int64_t usage_half_life_s = 0;
-  TelemetryHistory* telemetry = nullptr;                // null: no telemetry (empty histories)
-  const PoolHistory* pool_history = nullptr;            // null: GET /v1/pool/history is empty
-  const MetricsExporter* metrics = nullptr;             // null: GET /metrics answers 503
-  std::vector<std::string> metrics_users;               // may read /metrics besides admins
-  AlertEngine* alerts = nullptr;                        // null: acks answer 503
-  const WebhookSender* webhooks = nullptr;              // null: no webhooks
-  std::function<void(const std::string&)> gpu_cleared;  // may be empty (ApiRouteOptions)
+  TelemetryHistory* telemetry = nullptr;                 // null: no telemetry (empty histories)
+  const PoolHistory* pool_history = nullptr;             // null: GET /v1/pool/history is empty
+  const MetricsExporter* metrics = nullptr;              // null: GET /metrics answers 503
+  std::vector<std::string> metrics_users;                // may read /metrics besides admins
+  AlertEngine* alerts = nullptr;                         // null: acks answer 503
+  const WebhookSender* webhooks = nullptr;               // null: no webhooks
+  std::function<void(const std::string&)> gpu_cleared;   // may be empty (ApiRouteOptions)
   std::function<void(const std::string&)> node_removed;  // may be empty (ApiRouteOptions)
 };
 

@@ -161,8 +161,7 @@ const std::map<std::string, Rule>& rules() {
 // Cases whose rule the daemon does not keep yet, each with the issue that owns it: reported,
 // not failed, so that this test does not block the fix's own landing.
 const std::set<std::string>& knownGaps() {
-  static const std::set<std::string> gaps = {
-  };
+  static const std::set<std::string> gaps = {};
   return gaps;
 }
 
@@ -182,8 +181,8 @@ class AuthzMatrixTest : public ::testing::Test {
       auto store = openStore(db_);
       ASSERT_TRUE(store::saveApiNode(*store, makeNode("gpu-01", 2)).isOk());
       // One alert about each user, for the alert routes' owner cases.
-      for (const char* user : {"root", "gpsec-gadmin", "gpsec-user", "gpsec-mate", "gpsec-tok",
-                               "gpsec-other"}) {
+      for (const char* user :
+           {"root", "gpsec-gadmin", "gpsec-user", "gpsec-mate", "gpsec-tok", "gpsec-other"}) {
         store::AlertRecord alert;
         alert.rule = "job_idle";
         alert.fingerprint = std::string("matrix-") + user;

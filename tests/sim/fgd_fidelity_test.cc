@@ -68,8 +68,8 @@ TEST(FgdFidelity, TypicalShapesTieOrderAndCutOffAsPublished) {
   // share, then GPU count, then the type string) first; shapes are added one at a time until
   // they cover 95% of the pods, then renormalised.
   std::vector<TaskShape> s = {
-      {2000, 1, 500, {}, 40},  {8000, 1, 1000, {}, 40}, {8000, 1, 300, {}, 10},
-      {8000, 2, 1000, {}, 5},  {8000, 1, 300, {"T4"}, 3}, {1000, 0, 0, {}, 2},
+      {2000, 1, 500, {}, 40}, {8000, 1, 1000, {}, 40},   {8000, 1, 300, {}, 10},
+      {8000, 2, 1000, {}, 5}, {8000, 1, 300, {"T4"}, 3}, {1000, 0, 0, {}, 2},
   };
   auto typical = sched::typicalShapes(s, 95);
   // 40 + 40 + 10 = 90 < 95; the next of the remaining (5, 3, 2) is the 2-GPU shape: 95 >= 95.
