@@ -65,3 +65,6 @@ export function ago(us) {
 
 // A number with thousands separators: 1000 -> "1,000".
 export function count(n) { return Number(n).toLocaleString('en-US'); }
+
+// "1 point", "3 points": a count with its noun.
+export function plural(n, noun) { return count(n) + ' ' + noun + (n === 1 ? '' : 's'); }

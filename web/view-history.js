@@ -3,7 +3,7 @@
 // per user or group; and one GPU's utilisation and memory (GET /v1/gpus/{uuid}/telemetry).
 import { api } from './api.js';
 import { drawChart } from './chart.js';
-import { el, mib } from './format.js';
+import { el, mib, plural } from './format.js';
 import { data, on } from './pool.js';
 import { report } from './ui.js';
 
@@ -90,7 +90,7 @@ export function create() {
     ], { yMax: 'auto', yFormat: (v) => v + 'G', emptyText: 'no samples yet' });
     const a = avg(p, 'gpus_allocated');
     const u = avg(p, 'gpus_used');
-    note.textContent = p.length + ' points at ' + h.resolution + ': on average ' + a.toFixed(1) + ' of ' + total +
+    note.textContent = plural(p.length, 'point') + ' at ' + h.resolution + ': on average ' + a.toFixed(1) + ' of ' + total +
       ' GPUs allocated, ' + u.toFixed(1) + ' used (' + (a > 0 ? Math.round((100 * u) / a) : 0) + '% of the allocated)' +
       (h.simulated ? '; simulated GPUs' : '');
     const rows = h.series.map((s) => {
@@ -148,7 +148,7 @@ export function create() {
         { label: 'utilisation', color: '#1565c0', points: points.map((p) => ({ t: p.time_us / 1000, v: p.utilization_pct })) },
         { label: 'memory', color: '#b26a00', points: points.map((p) => ({ t: p.time_us / 1000, v: total ? (100 * p.memory_used_mib) / total : 0 })) },
       ]);
-      gpuNote.textContent = points.length + ' points at ' + t.resolution + ' resolution' + (t.simulated ? ', simulated GPU' : '');
+      gpuNote.textContent = plural(points.length, 'point') + ' at ' + t.resolution + ' resolution' + (t.simulated ? ', simulated GPU' : '');
     } catch (err) { report(err, 'Reading the GPU history'); }
   }
 

@@ -4,7 +4,7 @@
 // events redraw it; while it runs, its use and log are re-read every 5 s.
 import { api } from './api.js';
 import { drawChart } from './chart.js';
-import { dateTime, duration, el, mib, milli, stateCode } from './format.js';
+import { dateTime, duration, el, mib, milli, plural, stateCode } from './format.js';
 import { data, on } from './pool.js';
 import { cancelJob, jobGpus, mayCancel } from './view-jobs.js';
 import { report } from './ui.js';
@@ -168,7 +168,7 @@ export function create() {
     });
     drawChart(canvas, series, { emptyText: 'no telemetry for this job yet' });
     const points = t.tasks.reduce((n, task) => n + task.points.length, 0);
-    chartNote.textContent = points + ' points at ' + t.resolution + ' resolution over ' + t.tasks.length + ' task(s)' +
+    chartNote.textContent = plural(points, 'point') + ' at ' + t.resolution + ' resolution over ' + plural(t.tasks.length, 'task') +
       (t.tasks.some((task) => task.gpus.some((u) => data.gpus.get(u) && data.gpus.get(u).simulated)) ? ', simulated GPUs' : '');
   }
 

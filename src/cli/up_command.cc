@@ -587,9 +587,9 @@ void runUp(const UpArgs& a) {
     std::printf("stop it with: gpool down%s\n", a.dir.empty() ? "" : (" --dir " + dir).c_str());
     return;
   }
-  if (a.servers < 1 || a.servers > 64) {
-    fail(
-        Status::invalidArgument("--servers: must be in [1, 64], got " + std::to_string(a.servers)));
+  if (a.servers < 1 || a.servers > 128) {
+    fail(Status::invalidArgument("--servers: must be in [1, 128], got " +
+                                 std::to_string(a.servers)));
   }
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -212,7 +212,7 @@ TEST_F(DashboardTest, ShowsThePoolAndItsQueueAndDrivesDrainAndCancel) {
   })) << text("#job-log-note");
   EXPECT_TRUE(waitFor([&] {
     std::string note = text("#job-chart-note");
-    return !note.empty() && note[0] != '0' && note.find("points") != std::string::npos;
+    return !note.empty() && note[0] != '0' && note.find(" point") != std::string::npos;
   })) << text("#job-chart-note");
   shot("job");
 
@@ -284,6 +284,31 @@ TEST_F(DashboardTest, ShowsThePoolAndItsQueueAndDrivesDrainAndCancel) {
   EXPECT_TRUE(waitFor([&] { return count("#job-head dl[data-state=\"CANCELLED\"]") == 1; }));
   go("#/jobs");
   EXPECT_TRUE(waitFor([&] { return count(row) == 0; })) << "the cancelled job is still listed";
+
+  // A list longer than one read says it is cut (before v2 the queue stopped at 1,000 jobs
+  // without a word): an array of 1,001 jobs, one running at a time, comes as a burst of job
+  // events, which the page answers with one read of the list's first page (not 1,001 reads of
+  // one job); "Load 1,000 more" reads the rest and the notice goes.
+  fs::create_directories(dir_ + "/array");
+  ::chmod((dir_ + "/array").c_str(), 0777);
+  pid_t array = cli::testing::startProgram(
+      cli::testing::kGpool,
+      {"submit", "--gpus", "1", "--name", "web-array", "--time", "1h", "--array", "0-1000%1", "--",
+       "sleep", "600"},
+      dir_ + "/array", {{"GPOOL_SOCKET", dir_ + "/pool/gpoold.sock"}}, as);
+  ::waitpid(array, &status, 0);
+  ASSERT_EQ(cli::testing::exitCodeOf(status), 0) << cli::testing::readFile(dir_ + "/array/stdout")
+                                                 << cli::testing::readFile(dir_ + "/array/stderr");
+  auto cutShown = [&] {
+    return browser.execute("return !document.getElementById('queue-cut').hidden;") == true;
+  };
+  EXPECT_TRUE(waitFor(cutShown, std::chrono::seconds(60))) << text("#queue-count");
+  EXPECT_NE(text("#queue-cut").find("The list is cut"), std::string::npos) << text("#queue-cut");
+  EXPECT_EQ(count("#queue tr[data-job]"), 1000) << text("#queue-count");
+  shot("queue-cut");
+  EXPECT_TRUE(clickOn("#queue-more")) << browser.lastError();
+  EXPECT_TRUE(waitFor([&] { return !cutShown() && count("#queue tr[data-job]") > 1000; }))
+      << text("#queue-count");
 
   // A bad token is refused with a message, and the sign-in form comes back.
   browser.navigate(base + "#token=gpt.0123456789abcdef.not-a-valid-secret");
