@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)"
+# Only what `gpool up --demo` runs (the CLI, the daemons, the supervisor, the interposer): the
+# tests and benchmarks are the test command's; `cmake --build --preset release` builds them all.
+cmake --build --preset release -j "$(nproc)" \
+  --target gpool gpoold gpool-agent gpool-supervisor gpool_vgpu
 GPOOL=build/release/src/cli/gpool
 if [ $# -gt 0 ]; then exec "$GPOOL" "$@"; fi
 "$GPOOL" version

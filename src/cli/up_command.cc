@@ -535,6 +535,36 @@ void submitDemo(const std::string& socket) {
   }
 }
 
+// Waits for the scheduler's first pass over the demo jobs: until no pending job still carries
+// the reason it was submitted with ("submitted"), so that what follows `up` (the README's run
+// command prints the queue next) shows where each job runs or why it waits. Prints the outcome.
+void waitForFirstPass(const std::string& socket, int timeout_s) {
+  net::HttpClient client(net::ClientEndpoint::unixSocket(socket), std::chrono::seconds(5));
+  size_t running = 0;
+  size_t pending = 0;
+  Status passed = waitUntil(
+      [&] {
+        Result<json> jobs = getJson(client, "/v1/jobs?state=PENDING&state=RUNNING&limit=1000");
+        if (!jobs.ok()) return false;
+        running = pending = 0;
+        for (const json& j : jobs->value("jobs", json::array())) {
+          if (j.value("state", "") != "PENDING") {
+            ++running;
+            continue;
+          }
+          if (j.value("reason", "") == "submitted") return false;
+          ++pending;
+        }
+        return true;
+      },
+      timeout_s, "the scheduler's first pass over the demo jobs", {});
+  if (!passed.ok()) {
+    std::printf("  (%s)\n", passed.message().c_str());
+    return;
+  }
+  std::printf("after the scheduler's first pass: %zu running, %zu pending\n", running, pending);
+}
+
 // Writes `draft` to `path` once `check` (the daemon's own reader) accepts it: the file is
 // written beside `path` first and renamed, so that a rejected configuration leaves the previous
 // file as it was. The reader's errors name the `--set` that caused them.
@@ -765,6 +795,7 @@ void runUp(const UpArgs& a) {
   if (a.demo) {
     std::printf("\ndemo jobs:\n");
     submitDemo(pool.socket);
+    waitForFirstPass(pool.socket, a.timeout_s);
   }
 }
 

@@ -184,6 +184,13 @@ TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
   EXPECT_NE(up.out.find("refused (HTTP 400)"), std::string::npos) << up.out;
 
   net::HttpClient client(net::ClientEndpoint::unixSocket(poolFile()["socket"].get<std::string>()));
+  // `up` returns once the scheduler has been over the demo jobs: none still waits as submitted.
+  EXPECT_NE(up.out.find("after the scheduler's first pass: "), std::string::npos) << up.out;
+  Result<net::Response> pending = client.get("/v1/jobs?state=PENDING&limit=1000");
+  ASSERT_TRUE(pending.ok()) << pending.status().toString();
+  for (const json& j : json::parse(pending->body).value("jobs", json::array())) {
+    EXPECT_NE(j.value("reason", ""), "submitted") << j.dump();
+  }
   // Whole-GPU jobs: their tasks really run (as the submitting user) and end as they should.
   EXPECT_EQ(waitForState(client, quick, {"COMPLETED", "FAILED"}), "COMPLETED");
   EXPECT_EQ(waitForState(client, broken, {"COMPLETED", "FAILED"}), "FAILED");
