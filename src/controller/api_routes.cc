@@ -88,14 +88,8 @@ Result<Caller> callerForUser(store::Store& store, const std::string& name, uint3
     if (user.status().code() == StatusCode::kNotFound) return caller;
     return user.status();
   }
-  switch (user->role) {
-    case api::Role::kUser: caller.role = Role::kUser; break;
-    case api::Role::kGroupAdmin:
-      caller.role = Role::kGroupAdmin;
-      caller.admin_groups = user->groups;
-      break;
-    case api::Role::kAdmin: caller.role = Role::kAdmin; break;
-  }
+  caller.role = user->role;
+  if (caller.role == Role::kGroupAdmin) caller.admin_groups = user->groups;
   return caller;
 }
 

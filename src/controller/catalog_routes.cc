@@ -482,9 +482,7 @@ Status addAccountRoute(net::Router& router, const Context& ctx) {
                                 {"user_gpu_hours", user_usage(caller.user) / 3600.0},
                                 {"group_gpu_hours", std::move(by_group)}};
             }
-            std::string role = caller.role == Role::kAdmin        ? "admin"
-                               : caller.role == Role::kGroupAdmin ? "group-admin"
-                                                                  : "user";
+            std::string role(roleName(caller.role));
             return jsonResponse(200, json{{"user", caller.user},
                                           {"uid", caller.uid},
                                           {"role", role},

@@ -5,23 +5,6 @@
 
 namespace gpool::controller {
 
-std::string_view roleName(Role role) {
-  switch (role) {
-    case Role::kUser: return "user";
-    case Role::kGroupAdmin: return "group_admin";
-    case Role::kAdmin: return "admin";
-  }
-  return "user";
-}
-
-Result<Role> parseRole(std::string_view text) {
-  if (text == "user") return Role::kUser;
-  if (text == "group_admin") return Role::kGroupAdmin;
-  if (text == "admin") return Role::kAdmin;
-  return Status::invalidArgument("unknown role '" + std::string(text) +
-                                 "' (expected user, group_admin or admin)");
-}
-
 std::string_view jobActionName(JobAction action) {
   switch (action) {
     case JobAction::kShow: return "show";

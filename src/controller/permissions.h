@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/user.h"
 #include "common/result.h"
 #include "common/status.h"
 
@@ -12,14 +13,11 @@
 // a store or a server.
 namespace gpool::controller {
 
-enum class Role {
-  kUser,        // "user": own jobs only
-  kGroupAdmin,  // "group_admin": own jobs and the jobs of the groups it administers
-  kAdmin,       // "admin": everything
-};
-std::string_view roleName(Role role);
-// Accepts "user", "group_admin", "admin".
-Result<Role> parseRole(std::string_view text);
+// The caller's role is the one of the user's record (api::Role, spelled "user", "group-admin",
+// "admin" on the wire and in the store): one enum for the whole pool.
+using api::parseRole;
+using api::Role;
+using api::roleName;
 
 // The authenticated identity a request runs as (from the peer credentials or an API token).
 struct Caller {

@@ -200,7 +200,7 @@ struct GpuRecord {
 struct UserRecord {
   std::string name;
   std::optional<int64_t> uid;
-  std::string role;  // user, group_admin, admin
+  std::string role;  // "user", "group-admin", "admin" (api::roleName)
   std::string info_json;
 };
 

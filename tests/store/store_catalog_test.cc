@@ -44,11 +44,11 @@ TEST_P(CatalogTest, UsersGroupsAndQuotasWithAudit) {
             StatusCode::kNotFound);
   ASSERT_TRUE(store().upsertUser({"alice", 1000, "user", R"({"email":"a@x"})"}).isOk());
   ASSERT_TRUE(store().upsertUser({"root", 0, "admin", "{}"}).isOk());
-  ASSERT_TRUE(store().upsertUser({"alice", 1000, "group_admin", "{}"}).isOk());
+  ASSERT_TRUE(store().upsertUser({"alice", 1000, "group-admin", "{}"}).isOk());
   ASSERT_TRUE(store().upsertGroup({"gpu", 999, "{}"}).isOk());
   auto alice = store().getUser("alice");
   ASSERT_TRUE(alice.ok());
-  EXPECT_EQ(alice->role, "group_admin");
+  EXPECT_EQ(alice->role, "group-admin");
   EXPECT_EQ(alice->uid, 1000);
   EXPECT_EQ(store().listUsers()->size(), 2u);
   EXPECT_EQ(store().getUser("bob").status().code(), StatusCode::kNotFound);
