@@ -25,6 +25,7 @@ SKIPPED='
 sim dynamic => replays a trace for minutes; tests/sim covers the simulator
 gpool-gpu-probe +(#|$) => reads NVML from a real GPU: tests/gpu/ runs it on a GPU machine
 controller_bench => minutes at 1,000 nodes and 100k jobs: a benchmark, not a test
+^cmake --build => builds the release preset; the tour runs against the build under test
 '
 
 work=$(mktemp -d /tmp/gpool-tour-XXXXXX)
