@@ -831,7 +831,9 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
       first_of_task = files_recorded_.insert({job_id, lease_epoch, task}).second;
     }
     if (first) {
-      Status s = loop_->taskStarted(job_id, lease_epoch);
+      std::optional<TimePoint> started;
+      if (report.started_at_us > 0) started = fromUnixMicros(report.started_at_us);
+      Status s = loop_->taskStarted(job_id, lease_epoch, started);
       if (!s.isOk()) spdlog::info("{}: start not recorded: {}", what, s.toString());
     }
     // Each task's own logs (not only the first task's): `gpool run` and `gpool logs --task K`.
@@ -841,11 +843,18 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
   if (report.state != protocol::TaskPhase::kExited) return;
   // A short task may be reported only once it exited: its logs must still be findable.
   recordTaskFiles(job_id, report, what);
+  bool start_seen = false;
   {
     std::lock_guard lock(mu_);
-    started_.erase({job_id, lease_epoch});
+    start_seen = started_.erase({job_id, lease_epoch}) > 0;
     files_recorded_.erase({job_id, lease_epoch, task});
     task_pids_.erase({job_id, task});
+  }
+  // A task that ended before this process saw it run (it was short, or ended while the agent
+  // or gpoold was away): its run still began when its supervisor says.
+  if (!start_seen && report.started_at_us > 0) {
+    Status s = loop_->taskStarted(job_id, lease_epoch, fromUnixMicros(report.started_at_us));
+    if (!s.isOk()) spdlog::debug("{}: start not recorded: {}", what, s.toString());
   }
   TaskOutcome outcome = TaskOutcome::kExited;
   if (report.oom_killed) {
@@ -858,7 +867,9 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
   // A signal counts as the shell does (128 + signal); a task that never ran has -1.
   int32_t code = report.signal != 0 ? static_cast<int32_t>(128 + report.signal)
                                     : static_cast<int32_t>(report.exit_code);
-  Status s = loop_->taskEnded(job_id, task, lease_epoch, code, outcome, report.reason);
+  std::optional<TimePoint> ended;
+  if (report.ended_at_us > 0) ended = fromUnixMicros(report.ended_at_us);
+  Status s = loop_->taskEnded(job_id, task, lease_epoch, code, outcome, report.reason, ended);
   if (s.isOk()) {
     spdlog::info("{}: ended ({}, exit code {})", what, report.final_state, code);
   } else if (s.code() == StatusCode::kFailedPrecondition) {

@@ -555,13 +555,16 @@ Result<PassReport> SchedulingLoop::runOnce() {
   return report;
 }
 
-Status SchedulingLoop::taskStarted(int64_t job_id, int64_t lease_epoch) {
+Status SchedulingLoop::taskStarted(int64_t job_id, int64_t lease_epoch,
+                                   std::optional<TimePoint> started) {
   std::lock_guard lock(mu_);
-  return store_.recordStart(job_id, lease_epoch, clock_.now());
+  const TimePoint now = clock_.now();
+  return store_.recordStart(job_id, lease_epoch, started.value_or(now), now);
 }
 
 Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch,
-                                 int32_t exit_code, TaskOutcome outcome, std::string_view why) {
+                                 int32_t exit_code, TaskOutcome outcome, std::string_view why,
+                                 std::optional<TimePoint> ended) {
   std::unique_lock lock(mu_);
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(job_id));
   if (record.epoch != lease_epoch) {
@@ -579,7 +582,7 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
                                    std::to_string(task));
   }
   auto& tasks = ended_[job_id];
-  tasks[task] = Ended{outcome, exit_code, std::string(why)};
+  tasks[task] = Ended{outcome, exit_code, std::string(why), ended};
   if (tasks.size() < job.spec.tasks) return Status::ok();
 
   // Every task ended: the job's final state is the worst of its tasks'.
@@ -613,8 +616,20 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
       if (job.spec.tasks > 1) reason = "task " + std::to_string(decider_index) + ": " + reason;
     }
   }
-  ended_.erase(job_id);
-  TimePoint now = clock_.now();
+  // The job ended when its last task did, by the tasks' own records: a report that arrives
+  // late (the agent or gpoold was away) does not stretch the run or its usage.
+  const TimePoint report_time = clock_.now();
+  std::optional<TimePoint> last_end;
+  for (const auto& [index, e] : tasks) {
+    if (!e.at) {
+      last_end = report_time;
+      break;
+    }
+    last_end = std::max(last_end.value_or(*e.at), *e.at);
+  }
+  TimePoint now = std::min(last_end.value_or(report_time), report_time);
+  if (record.start_time) now = std::max(now, *record.start_time);
+  ended_.erase(job_id);  // `tasks` refers into it
   Status s;
   if (auto leaving = preempting_.find(job_id); leaving != preempting_.end()) {
     const std::string decided =

@@ -109,9 +109,11 @@ class SchedulingLoop final : public JobListener {
   // changed under the pass (cancelled meanwhile) is skipped, not an error.
   Result<PassReport> runOnce();
 
-  // An agent reports a task's processes started. FailedPrecondition for a stale epoch: the
-  // agent must kill the task.
-  Status taskStarted(int64_t job_id, int64_t lease_epoch);
+  // An agent reports a task's processes started at `started` (its supervisor's record; unset:
+  // now). The job's start is its first task's, recorded once (a report repeated after a restart
+  // changes nothing). FailedPrecondition for a stale epoch: the agent must kill the task.
+  Status taskStarted(int64_t job_id, int64_t lease_epoch,
+                     std::optional<TimePoint> started = std::nullopt);
   // An agent reports a task ended. When every task of the job has ended the job moves to its
   // final state (COMPLETED, FAILED for a non-zero exit, OUT_OF_MEMORY, TIMEOUT, CANCELLED; a job
   // being preempted goes through PREEMPTED back to PENDING). FailedPrecondition for a stale
@@ -120,8 +122,12 @@ class SchedulingLoop final : public JobListener {
   // controller ..."): the reason of a job that did not complete is that of the task that
   // decided its state ("task K: " before it for a job of several tasks), or its state when
   // the agent said nothing.
+  // `ended` is when the task ended by its supervisor's record (unset: now): the job ends when
+  // its last task did (kept within [its start, now]), however late the report arrives, and
+  // its usage covers that run.
   Status taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch, int32_t exit_code,
-                   TaskOutcome outcome, std::string_view why = {});
+                   TaskOutcome outcome, std::string_view why = {},
+                   std::optional<TimePoint> ended = std::nullopt);
 
   // JobListener: wake the loop; stop a cancelled job's tasks; what the last pass said about a
   // pending job (its detail, and its reservation's start).
@@ -181,6 +187,7 @@ class SchedulingLoop final : public JobListener {
     TaskOutcome outcome = TaskOutcome::kExited;
     int32_t exit_code = 0;
     std::string why;
+    std::optional<TimePoint> at;
   };
   std::map<int64_t, std::map<uint32_t, Ended>> ended_;
   // Jobs told to stop for preemption: by when they leave, and the pass's reason, which their

@@ -798,7 +798,7 @@ Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& pla
   return epoch;
 }
 
-Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint now) {
+Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint started, TimePoint now) {
   return transactJobs([&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
     if (job.state != kStateRunning) {
@@ -812,11 +812,35 @@ Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint now) {
                                         std::to_string(epoch) + " but the job is at " +
                                         std::to_string(job.epoch));
     }
+    // This run began with the latest move into RUNNING (its placement).
+    GPOOL_ASSIGN_OR_RETURN(auto placed, tx.query("SELECT seq, time FROM job_events WHERE job_id = "
+                                                 "$1 AND to_state = $2 AND from_state <> $2 "
+                                                 "ORDER BY seq DESC LIMIT 1",
+                                                 {job_id, std::string(kStateRunning)}));
+    int64_t placed_seq = 0;
+    TimePoint placed_at = job.start_time.value_or(now);
+    if (!placed.empty()) {
+      placed_seq = placed[0].integer(0);
+      placed_at = fromUnixMicros(placed[0].integer(1));
+    }
+    // The task's own start, as its supervisor recorded it; a node clock running behind or
+    // ahead cannot put it before the placement or after the report.
+    TimePoint at = std::clamp(started, placed_at, std::max(placed_at, now));
+    GPOOL_ASSIGN_OR_RETURN(auto seen, tx.query("SELECT seq FROM job_events WHERE job_id = $1 AND "
+                                               "seq > $2 AND reason = 'started' LIMIT 1",
+                                               {job_id, placed_seq}));
+    if (!seen.empty()) {
+      // Reported again (a restarted controller or agent) or by another task of the job: the
+      // run's start is its earliest task's, and it is recorded once.
+      if (job.start_time && *job.start_time <= at) return Status::ok();
+      return tx.exec("UPDATE jobs SET start_time = $1 WHERE id = $2 AND epoch = $3",
+                     {micros(at), job_id, epoch});
+    }
     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("UPDATE jobs SET start_time = $1 WHERE id = $2 "
                                                "AND epoch = $3 AND state = $4 RETURNING id",
-                                               {micros(now), job_id, epoch, job.state}));
+                                               {micros(at), job_id, epoch, job.state}));
     if (rows.empty()) return Status::aborted("job " + std::to_string(job_id) + " changed");
-    return insertEvent(tx, job_id, now, job.state, job.state, "started");
+    return insertEvent(tx, job_id, at, job.state, job.state, "started");
   });
 }
 

@@ -103,7 +103,7 @@ class SqlStore : public Store {
   void setJobEventListener(std::function<void()> listener) override;
   Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json, TimePoint now,
                                   const std::string& reason) override;
-  Status recordStart(int64_t job_id, int64_t epoch, TimePoint now) override;
+  Status recordStart(int64_t job_id, int64_t epoch, TimePoint started, TimePoint now) override;
   Status recordTaskFiles(int64_t job_id, int64_t epoch, uint32_t task,
                          const TaskFiles& files) override;
   Status recordEnd(int64_t job_id, const std::string& end_state, std::optional<int32_t> exit_code,

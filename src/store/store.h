@@ -56,7 +56,7 @@ struct JobRecord {
   std::optional<int64_t> array_parent;
   std::optional<int32_t> array_index;
   TimePoint submit_time{};
-  // Set on entering RUNNING, moved to the agent's reported start by recordStart, cleared by a
+  // Set on entering RUNNING, moved to the task's own start by recordStart, cleared by a
   // requeue.
   std::optional<TimePoint> start_time;
   std::optional<TimePoint> end_time;
@@ -376,10 +376,13 @@ class Store {
   // epoch; returns the new epoch. FailedPrecondition for a held job (setJobHold).
   virtual Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json,
                                           TimePoint now, const std::string& reason) = 0;
-  // The agent reported the job's processes started: moves start_time to `now` (RUNNING stays
-  // RUNNING; a "started" event records it). `epoch` must equal the job's current epoch
-  // (fencing), else FailedPrecondition.
-  virtual Status recordStart(int64_t job_id, int64_t epoch, TimePoint now) = 0;
+  // The agent reported a task of the job started at `started` (its supervisor's record) and
+  // the report arrived at `now`: moves start_time to `started`, kept within [the placement,
+  // `now`] (RUNNING stays RUNNING; a "started" event at that time records it). Idempotent: a
+  // run's start is recorded once; a later report (a restarted controller or agent, another
+  // task of the job) only moves start_time to an earlier task start and adds no event. `epoch`
+  // must equal the job's current epoch (fencing), else FailedPrecondition.
+  virtual Status recordStart(int64_t job_id, int64_t epoch, TimePoint started, TimePoint now) = 0;
   // The agent reported where task `task` of the running job writes its output and where its
   // shell socket is: stores them in that task's allocation of the placement (placement_json;
   // no event). Idempotent. FailedPrecondition unless the job is RUNNING or COMPLETING at

@@ -199,6 +199,43 @@ TEST_F(SchedulingLoopTest, SubmitPlacedRunningCompleted) {
   EXPECT_EQ(gateway_.assigned.size(), 1u);
 }
 
+// Issue 19 defect 5: start and end are the task's own (its supervisor's records). A gpoold
+// restart re-reports the running task: its start stays, no second "started" event; its end,
+// reported late, is when it ended; the usage covers exactly the run.
+TEST_F(SchedulingLoopTest, StartAndEndAreTheTasksOwnAcrossARestartAndALateReport) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  int64_t id = submit(makeSpec(1000));
+  ASSERT_EQ(pass().started, 1u);
+  const TaskAssignment a = gateway_.assigned.at(0);
+  const TimePoint started = clock_.now() + std::chrono::milliseconds(300);
+  clock_.advance(std::chrono::seconds(1));
+  ASSERT_TRUE(ctl_->loop.taskStarted(id, a.lease_epoch, started).isOk());
+  clock_.advance(std::chrono::seconds(10));
+  restart();  // gpoold restarted: the agent's hello reports the task running again
+  ASSERT_TRUE(ctl_->loop.taskStarted(id, a.lease_epoch, started).isOk());
+  const TimePoint ended = clock_.now() + std::chrono::seconds(50);
+  clock_.advance(std::chrono::seconds(62));  // the end is reported 12 s late
+  ASSERT_TRUE(
+      ctl_->loop.taskEnded(id, 0, a.lease_epoch, 0, TaskOutcome::kExited, "", ended).isOk());
+  auto job = ctl_->store->getJob(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, "COMPLETED");
+  EXPECT_EQ(job->start_time, started);
+  EXPECT_EQ(job->end_time, ended);
+  auto events = ctl_->store->jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  int started_events = 0;
+  for (const auto& e : *events)
+    started_events += e.reason == "started" ? 1 : 0;
+  EXPECT_EQ(started_events, 1);
+  auto usage = ctl_->store->usageOfJob(id);
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 1u);
+  EXPECT_EQ(usage->at(0).start, started);
+  EXPECT_EQ(usage->at(0).end, ended);
+  EXPECT_NEAR(ctl_->loop.userUsage("alice"), 60.7, 0.01);  // decayed over 12 s only
+}
+
 // Pacing (LoopOptions::min_gap, 250 ms by default): 1,000 submissions over one simulated
 // second wake the loop 1,000 times but run about one pass per gap, not one per submission, and
 // what was submitted during the burst is placed within one gap after it.

@@ -26,7 +26,7 @@ int64_t runJob(Store& store, const std::string& user, const std::string& group, 
   int64_t id = ids->at(0);
   auto epoch = store.recordPlacement(id, "{}", start, "placed");
   EXPECT_TRUE(epoch.ok());
-  EXPECT_TRUE(store.recordStart(id, *epoch, start).isOk());
+  EXPECT_TRUE(store.recordStart(id, *epoch, start, start).isOk());
   EXPECT_TRUE(store.recordEnd(id, "COMPLETED", 0, end, "done").isOk());
   return id;
 }

@@ -179,7 +179,7 @@ TEST_P(DurabilityTest, InjectedFailureMidTransactionLeavesNothingHalfWritten) {
   ASSERT_TRUE(one.ok());
   int64_t id = one->at(0);
   ASSERT_TRUE(store().recordPlacement(id, "{}", at(2), "placed").ok());
-  ASSERT_TRUE(store().recordStart(id, 1, at(3)).isOk());
+  ASSERT_TRUE(store().recordStart(id, 1, at(3), at(3)).isOk());
   // recordEnd: load, update state, event, end time, usage. Fail at the usage row: the state
   // change and its event written before it must be rolled back too.
   store().failStatementForTest(5);

@@ -195,8 +195,8 @@ TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
   ASSERT_TRUE(epoch.ok()) << epoch.status().toString();
   EXPECT_EQ(*epoch, 1);
   // A start reported for another epoch is fenced off.
-  EXPECT_EQ(store().recordStart(id, 0, at(6)).code(), StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(store().recordStart(id, 1, at(10)).isOk());
+  EXPECT_EQ(store().recordStart(id, 0, at(6), at(6)).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().recordStart(id, 1, at(10), at(10)).isOk());
   ASSERT_TRUE(store().recordEnd(id, "COMPLETED", 0, at(10 + 7200), "exit 0").isOk());
 
   auto got = store().getJob(id);
@@ -228,9 +228,61 @@ TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
   EXPECT_EQ(usage->at(0).user, "carol");
 }
 
+// Issue 19 defect 5: a start reported again (a restarted gpoold or agent re-reports every
+// running task) must not move the run's start or add a second "started" event; the start is the
+// task's own, not the report's arrival.
+TEST_P(JobsTest, AStartIsTheTasksOwnAndIsRecordedOncePerRun) {
+  int64_t id = submitOne(store(), job("erin", "nlp", 1000), at(0));
+  auto epoch = store().recordPlacement(id, R"({"node":"n1"})", at(5), "placed");
+  ASSERT_TRUE(epoch.ok()) << epoch.status().toString();
+  // Reported 2 s after the supervisor started the task.
+  ASSERT_TRUE(store().recordStart(id, *epoch, at(8), at(10)).isOk());
+  // gpoold restarted: the agent's hello reports the same task running, much later.
+  ASSERT_TRUE(store().recordStart(id, *epoch, at(8), at(500)).isOk());
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->start_time, at(8));
+  // A second task of the job that started earlier moves the run's start back, without an event.
+  ASSERT_TRUE(store().recordStart(id, *epoch, at(7), at(501)).isOk());
+  got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->start_time, at(7));
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  int started = 0;
+  for (const auto& e : *events) {
+    if (e.reason == "started") {
+      ++started;
+      EXPECT_EQ(e.time, at(8));
+    }
+  }
+  EXPECT_EQ(started, 1);
+  ASSERT_TRUE(store().recordEnd(id, "COMPLETED", 0, at(68), "exit 0").isOk());
+  auto usage = store().usageOfJob(id);
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 1u);
+  EXPECT_EQ(usage->at(0).start, at(7));
+  EXPECT_EQ(usage->at(0).end, at(68));
+}
+
+TEST_P(JobsTest, AStartOutsideThePlacementAndTheReportIsKeptWithinThem) {
+  int64_t early = submitOne(store(), job("erin"), at(0));
+  auto epoch = store().recordPlacement(early, R"({"node":"n1"})", at(5), "placed");
+  ASSERT_TRUE(epoch.ok());
+  // A node clock behind gpoold's: the task cannot have started before it was placed.
+  ASSERT_TRUE(store().recordStart(early, *epoch, at(2), at(6)).isOk());
+  EXPECT_EQ(store().getJob(early)->start_time, at(5));
+  int64_t late = submitOne(store(), job("erin"), at(0));
+  epoch = store().recordPlacement(late, R"({"node":"n1"})", at(5), "placed");
+  ASSERT_TRUE(epoch.ok());
+  // A node clock ahead: not after the report arrived.
+  ASSERT_TRUE(store().recordStart(late, *epoch, at(90), at(7)).isOk());
+  EXPECT_EQ(store().getJob(late)->start_time, at(7));
+}
+
 TEST_P(JobsTest, TransitionFromTheWrongStateChangesNothing) {
   int64_t id = submitOne(store(), job("dave"), at(0));
-  EXPECT_EQ(store().recordStart(id, 0, at(1)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().recordStart(id, 0, at(1), at(1)).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(store().recordPreemption(id, true, at(1), "x").code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store().recordEnd(id, "CANCELLED", std::nullopt, at(2), "cancelled by dave").isOk());
   EXPECT_EQ(store().recordEnd(id, "COMPLETED", 0, at(3), "late").code(),
@@ -253,7 +305,7 @@ TEST_P(JobsTest, TransitionFromTheWrongStateChangesNothing) {
 TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
   int64_t id = submitOne(store(), job("erin", "ml", 2000), at(0));
   ASSERT_TRUE(store().recordPlacement(id, R"({"node":"a"})", at(1), "placed").ok());
-  ASSERT_TRUE(store().recordStart(id, 1, at(100)).isOk());
+  ASSERT_TRUE(store().recordStart(id, 1, at(100), at(100)).isOk());
   ASSERT_TRUE(store().recordPreemption(id, true, at(100 + 1800), "preempted by qos high").isOk());
   auto got = store().getJob(id);
   ASSERT_TRUE(got.ok());
@@ -274,8 +326,8 @@ TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
   auto epoch = store().recordPlacement(id, R"({"node":"b"})", at(2000), "placed");
   ASSERT_TRUE(epoch.ok());
   EXPECT_EQ(*epoch, 2);
-  EXPECT_EQ(store().recordStart(id, 1, at(2001)).code(), StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(store().recordStart(id, 2, at(2001)).isOk());
+  EXPECT_EQ(store().recordStart(id, 1, at(2001), at(2001)).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().recordStart(id, 2, at(2001), at(2001)).isOk());
   ASSERT_TRUE(store().recordPreemption(id, false, at(2001 + 3600), "preempted, no requeue").isOk());
   got = store().getJob(id);
   ASSERT_TRUE(got.ok());
@@ -298,7 +350,7 @@ TEST_P(JobsTest, GeneralTransitionChecksTheExpectedState) {
   JobTransition hold{id, {"RUNNING"}, "PENDING", at(1), "held"};
   EXPECT_EQ(store().transitionJob(hold).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store().recordPlacement(id, "{}", at(1), "placed").ok());
-  ASSERT_TRUE(store().recordStart(id, 1, at(2)).isOk());
+  ASSERT_TRUE(store().recordStart(id, 1, at(2), at(2)).isOk());
   JobTransition completing{id, {"RUNNING"}, "COMPLETING", at(3), "processes exited"};
   ASSERT_TRUE(store().transitionJob(completing).isOk());
   JobTransition timeout{id, {"COMPLETING"}, "TIMEOUT", at(4), "time limit"};
@@ -316,7 +368,7 @@ TEST_P(JobsTest, NodeFailRequeueStartsOver) {
   int64_t id = submitOne(store(), job("gus", "ml", 1000), at(0));
   auto epoch = store().recordPlacement(id, R"({"node":"n9"})", at(0), "placed");
   ASSERT_TRUE(epoch.ok());
-  ASSERT_TRUE(store().recordStart(id, *epoch, at(0)).isOk());
+  ASSERT_TRUE(store().recordStart(id, *epoch, at(0), at(0)).isOk());
   ASSERT_TRUE(
       store().transitionJob({id, {"RUNNING"}, "NODE_FAIL", at(3600), "node n9 down"}).isOk());
   ASSERT_TRUE(store().transitionJob({id, {"NODE_FAIL"}, "PENDING", at(3601), "requeued"}).isOk());

@@ -32,7 +32,6 @@ using std::chrono::seconds;
 // later. Every acknowledged job must be there once, running jobs must keep running (one run
 // each, their start times kept), and the agents must be back quickly.
 TEST_F(SystemTest, ControllerKilledUnderSteadySubmissionsAndRunningJobs) {
-  knownDefect("issue 19 defect 5 (times rewritten by restarts)");
   ASSERT_NO_FATAL_FAILURE(startPool());
   std::vector<Submission> subs = pool_->submit(plans("long", 4, 8000));
   ASSERT_EQ(acked(subs), 4);
@@ -82,7 +81,6 @@ TEST_F(SystemTest, ControllerKilledUnderSteadySubmissionsAndRunningJobs) {
 // restarted before its node is declared DOWN. Nothing restarts, exit codes and end times are the
 // tasks' own.
 TEST_F(SystemTest, AgentKilledAndRestarted) {
-  knownDefect("issue 19 defect 5 (times rewritten by restarts)");
   ASSERT_NO_FATAL_FAILURE(startPool());
   std::vector<JobPlan> jobs = plans("ok", 2, 1500, 0, 1000, false, "h0");
   for (const JobPlan& p : plans("fail", 2, 1500, 3, 1000, false, "h0"))
