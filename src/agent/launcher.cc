@@ -165,17 +165,25 @@ Result<UnixUser> Launcher::resolveUser(const TaskLaunch& launch) const {
 
 Result<TaskStatus> Launcher::readStatus(const std::string& name) {
   auto text = readFile(taskDir(name) + "/status.json");
+  Result<TaskStatus> status = TaskStatus{};  // the supervisor has not written anything yet
   if (!text.ok()) {
-    if (text.status().code() == StatusCode::kNotFound) {
-      struct stat st;
-      if (::stat(taskDir(name).c_str(), &st) != 0) {
-        return Status::notFound("no task " + name + " in " + options_.state_root);
-      }
-      return TaskStatus{};  // the supervisor has not written anything yet
+    if (text.status().code() != StatusCode::kNotFound) return text.status();
+    struct stat st;
+    if (::stat(taskDir(name).c_str(), &st) != 0) {
+      return Status::notFound("no task " + name + " in " + options_.state_root);
     }
-    return text.status();
+  } else {
+    status = taskStatusFromJson(*text);
   }
-  return taskStatusFromJson(*text);
+  if (status.ok() && isTerminal(status->state)) return status;
+  // The end may be only in the record reserved before the task started (the disk was full when
+  // the supervisor tried status.json, which still says RUNNING or holds half a write).
+  auto record = readFile(taskDir(name) + "/" + kEndRecordFile);
+  if (record.ok()) {
+    Result<TaskStatus> ended = taskStatusFromEndRecord(*record);
+    if (ended.ok()) return ended;
+  }
+  return status;
 }
 
 Result<TaskInfo> Launcher::refresh(const std::string& name) {

@@ -71,6 +71,10 @@ class Supervisor {
   // how long until it ends (nullopt: no lease to watch, or already fenced).
   std::optional<Micros> checkLease();
   Status writeStatus(bool durable);
+  // Reserves the space of the end record (kEndRecordFile) before the task starts.
+  void reserveEndRecord();
+  // Writes the end into the reserved record: needs no new space on the disk.
+  Status writeEndRecord();
   void reportReady(const std::string& line);
   void failStart(const Status& st);
   void log(const std::string& line) {
@@ -88,6 +92,7 @@ class Supervisor {
   bool fenced_ = false;
   TaskStatus status_;
   int signal_fd_ = -1;
+  int end_fd_ = -1;  // the reserved end record, open for the supervisor's life
   Micros started_mono_{0};
   std::optional<Micros> time_limit_at_;
   std::optional<Micros> kill_at_;
@@ -103,6 +108,43 @@ Status Supervisor::writeStatus(bool durable) {
   std::string text = toJson(status_);
   return durable ? writeFileDurably(dir_ + "/status.json", text)
                  : writeFileAtomically(dir_ + "/status.json", text);
+}
+
+void Supervisor::reserveEndRecord() {
+  const std::string path = dir_ + "/" + kEndRecordFile;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    log("cannot reserve the end record " + path + ": " + std::strerror(errno));
+    return;
+  }
+  // Zeros written and synced, not fallocate: on ext4 an unwritten extent may still need a
+  // metadata block when it is first written, a written block is overwritten in place.
+  std::string zeros(kEndRecordBytes, '\0');
+  if (::pwrite(fd, zeros.data(), zeros.size(), 0) != static_cast<ssize_t>(zeros.size()) ||
+      ::fsync(fd) != 0) {
+    log("cannot reserve the end record " + path + ": " + std::strerror(errno));
+    ::close(fd);
+    ::unlink(path.c_str());
+    return;
+  }
+  end_fd_ = fd;
+}
+
+Status Supervisor::writeEndRecord() {
+  if (end_fd_ < 0) return Status::failedPrecondition("no end record was reserved");
+  std::string text = toJson(status_);
+  if (text.size() >= kEndRecordBytes) {
+    // The reason is the only long field: shorten it rather than lose the exit status.
+    TaskStatus shorter = status_;
+    shorter.reason.resize(std::min<size_t>(shorter.reason.size(), kEndRecordBytes / 4));
+    text = toJson(shorter);
+  }
+  text.resize(kEndRecordBytes, '\0');
+  if (::pwrite(end_fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    return errnoStatus("cannot write the end record", dir_, errno);
+  }
+  if (::fdatasync(end_fd_) != 0) return errnoStatus("cannot sync the end record", dir_, errno);
+  return Status::ok();
 }
 
 void Supervisor::reportReady(const std::string& line) {
@@ -437,8 +479,15 @@ void Supervisor::finish() {
     Status st = cgroup_->destroy();
     if (!st.isOk()) log(st.toString());
   }
+  // The end goes first into the record reserved at the start, which needs no new space: a
+  // full disk must not turn the task's exit status into "ended without recording its end".
+  Status reserved = writeEndRecord();
+  if (!reserved.isOk()) log(reserved.toString());
   Status st = writeStatus(true);
-  if (!st.isOk()) log("cannot record the task's end: " + st.toString());
+  if (!st.isOk()) {
+    log("cannot record the task's end in status.json: " + st.toString() +
+        (reserved.isOk() ? " (kept in the reserved end record)" : ""));
+  }
   log("task " + launch_.taskName() + " ended: " + std::string(taskStateName(status_.state)));
 }
 
@@ -459,6 +508,7 @@ int Supervisor::run() {
   status_.supervisor_start_ticks = processStartTicks(::getpid()).valueOr(0);
   status_.state = TaskState::kStarting;
   (void)writeStatus(false);
+  reserveEndRecord();
 
   Status st = signal_fd_ < 0 ? errnoStatus("signalfd failed", dir_, errno) : setUp();
   if (st.isOk()) st = startTask();

@@ -204,4 +204,17 @@ Result<TaskStatus> taskStatusFromJson(std::string_view text) {
   }
 }
 
+Result<TaskStatus> taskStatusFromEndRecord(std::string_view contents) {
+  size_t end = contents.find('\0');
+  if (end != std::string_view::npos) contents = contents.substr(0, end);
+  if (contents.find_first_not_of(" \n") == std::string_view::npos) {
+    return Status::notFound("the end record holds no end yet");
+  }
+  GPOOL_ASSIGN_OR_RETURN(TaskStatus status, taskStatusFromJson(contents));
+  if (!isTerminal(status.state)) {
+    return Status::invalidArgument("the end record holds a task that has not ended");
+  }
+  return status;
+}
+
 }  // namespace gpool::agent

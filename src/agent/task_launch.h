@@ -121,4 +121,14 @@ struct TaskStatus {
 std::string toJson(const TaskStatus& status);
 Result<TaskStatus> taskStatusFromJson(std::string_view json);
 
+// The end record: a file of kEndRecordBytes that the supervisor writes (zeros) and syncs before
+// its task starts, and overwrites in place with the task's final TaskStatus (JSON, then NUL
+// padding) when the task ends, before status.json. Overwriting written blocks needs no new
+// space, so the exit status survives a full disk (on file systems that overwrite in place:
+// ext4, xfs, tmpfs; not copy-on-write ones such as btrfs).
+inline constexpr const char* kEndRecordFile = "end.record";
+inline constexpr size_t kEndRecordBytes = 4096;
+// The status in an end record's contents; NotFound while it holds none (zeros).
+Result<TaskStatus> taskStatusFromEndRecord(std::string_view contents);
+
 }  // namespace gpool::agent

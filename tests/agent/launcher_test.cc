@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "agent/lease_file.h"
@@ -413,6 +415,59 @@ TEST_F(LauncherTest, DeadSupervisorIsRecordedAsNodeFail) {
   ASSERT_TRUE(end.ok());
   EXPECT_EQ(end->state, TaskState::kNodeFail);
   if (cgroup_skip_.empty()) (void)TaskCgroup::open(layout_, parent_, "lost.0").destroy();
+}
+
+// Issue 19 defect 6: with the state disk full when the task ended, its exit status (4) became
+// NODE_FAIL exit -1 ("supervisor ... ended without recording the task's end"). The supervisor
+// writes the end into the record it reserved before the task started.
+TEST_F(LauncherTest, ExitStatusSurvivesAFullStateDisk) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a full state disk needs a tmpfs of its own (root: mount)";
+  const std::string small = tmp_.file("small");
+  ASSERT_EQ(::mkdir(small.c_str(), 0755), 0);
+  ASSERT_EQ(::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=2m"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{small};
+  Launcher::Options options = makeOptions();
+  options.state_root = small + "/state";
+  Launcher launcher(options);
+  ReadyFifo ready(tmp_.file("ready"));
+  const std::string go = tmp_.file("go");
+  ASSERT_EQ(::mkfifo(go.c_str(), 0666), 0);
+  ::chmod(go.c_str(), 0666);
+  auto info = launcher.launch(task("full", {"ready", ready.path(), "read", go, "exit", "4"}));
+  ASSERT_TRUE(info.ok()) << info.status().toString();
+  ASSERT_TRUE(ready.wait());
+  // Fill the state disk to its last byte, then let the task end.
+  {
+    int fd = ::open((small + "/filler").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    std::string block(4096, 'x');
+    for (size_t size : {block.size(), size_t{1}}) {
+      while (::write(fd, block.data(), size) > 0) {
+      }
+    }
+    ::close(fd);
+    ASSERT_NE(writeFileAtomically(small + "/probe", "x").code(), StatusCode::kOk);
+  }
+  {
+    int fd = ::open(go.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "go\n", 3), 3);
+    ::close(fd);
+  }
+  auto end = launcher.wait("full.0", milliseconds(20'000));
+  ASSERT_TRUE(end.ok()) << end.status().toString();
+  EXPECT_EQ(end->state, TaskState::kFailed) << end->reason;
+  EXPECT_EQ(end->exit_code, 4);
+  EXPECT_GE(end->ended_at_us, end->started_at_us);
+  // A restarted agent's launcher reads the same end, disk still full.
+  auto again = Launcher(options).adoptAll();
+  ASSERT_TRUE(again.ok()) << again.status().toString();
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].status.state, TaskState::kFailed);
+  EXPECT_EQ((*again)[0].status.exit_code, 4);
 }
 
 TEST_F(LauncherTest, HalfCreatedTaskIsRecordedFailedOnAdoption) {

@@ -272,7 +272,6 @@ TEST_F(SystemTest, TaskEndsDuringAFullStoreAreRecordedOnceSpaceReturns) {
 // reaches the controller even so.
 TEST_F(SystemTest, ExitCodesAreKeptWhenTheAgentsDiskIsFull) {
   if (::geteuid() != 0) GTEST_SKIP() << "a full agent disk needs a tmpfs (root: mount)";
-  knownDefect("issue 19 defect 6 (exit codes lost with the agent's disk full)");
   PoolOptions options;
   options.agent_tmpfs_mib = 32;
   ASSERT_NO_FATAL_FAILURE(startPool(options));
