@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "agent/agent_config.h"
+#include "agent/cgroup.h"
+#include "agent/launcher.h"
 #include "api/job_spec.h"
 #include "api/user.h"
 #include "cli/up_config.h"
@@ -799,34 +801,138 @@ void runUp(const UpArgs& a) {
   }
 }
 
+// The parent pid of `pid` (/proc), 0 when unknown.
+pid_t parentOf(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return 0;
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(paren + 1));
+  std::string state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
+// The tasks of one agent of the pool, read from its state directory: the supervisors there
+// are what runs a task, whether the agent is alive or not.
+struct PoolTasks {
+  std::string node;
+  std::unique_ptr<agent::Launcher> launcher;
+  std::string cgroup_parent;
+  bool cgroups = true;
+};
+
+std::vector<PoolTasks> poolTasks(const std::string& dir, const PoolFile& pool) {
+  std::vector<PoolTasks> out;
+  for (const auto& [node, pid] : pool.agents) {
+    // The agent's own file says where its state is (a --set may have moved it).
+    std::string state = dir + "/agents/" + node;
+    PoolTasks t;
+    t.node = node;
+    Result<agent::AgentSettings> settings =
+        agent::readAgentSettings(dir + "/agent-" + node + ".toml");
+    if (settings.ok()) {
+      state = settings->state_dir;
+      t.cgroup_parent = settings->cgroup_parent;
+      t.cgroups = settings->cgroups;
+    }
+    agent::Launcher::Options options;
+    options.state_root = state + "/tasks";  // as gpool-agent lays it out (agent_main.cc)
+    t.launcher = std::make_unique<agent::Launcher>(options);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// The tasks whose supervisor still runs, with their agent.
+std::vector<std::pair<PoolTasks*, agent::TaskInfo>> liveTasks(std::vector<PoolTasks>& pool) {
+  std::vector<std::pair<PoolTasks*, agent::TaskInfo>> live;
+  for (PoolTasks& p : pool) {
+    std::error_code ec;
+    const std::string& root = p.launcher->options().state_root;
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+      if (!entry.is_directory(ec)) continue;
+      Result<agent::TaskInfo> info = p.launcher->info(entry.path().filename().string());
+      if (!info.ok()) continue;
+      if (info->supervisor_alive) live.emplace_back(&p, std::move(*info));
+    }
+  }
+  return live;
+}
+
+// Stops what is left of the pool's tasks without their agents: each supervisor is told to
+// cancel its task (SIGTERM, SIGKILL after `grace_ms`), and whatever still runs at the deadline
+// is killed: the task's process group and cgroup, then its supervisor. Returns what is left.
+size_t stopLeftoverTasks(std::vector<PoolTasks>& pool, int timeout_s) {
+  auto live = liveTasks(pool);
+  if (live.empty()) return 0;
+  const int64_t grace_ms = std::min<int64_t>(5'000, timeout_s * 1000 / 2);
+  for (auto& [p, t] : live) {
+    std::printf("task %s on %s: still running without its agent; stopping it\n", t.name.c_str(),
+                p->node.c_str());
+    (void)p->launcher->stop(t.name, agent::StopReason::kCancel, grace_ms);
+  }
+  (void)waitUntil([&] { return liveTasks(pool).empty(); }, timeout_s,
+                  "waiting for the tasks' supervisors to stop them", {});
+  for (auto& [p, t] : liveTasks(pool)) {
+    std::printf("task %s on %s: did not stop; killing it\n", t.name.c_str(), p->node.c_str());
+    // The task's process group, while its pid is still the supervisor's child (not reused).
+    if (t.status.task_pid > 0 && parentOf(t.status.task_pid) == t.status.supervisor_pid) {
+      ::kill(-t.status.task_pid, SIGKILL);
+    }
+    if (p->cgroups) {
+      Result<agent::CgroupLayout> layout = agent::CgroupLayout::detect();
+      if (layout.ok())
+        agent::TaskCgroup::open(*layout, p->cgroup_parent, t.name).signalAll(SIGKILL);
+    }
+    if (t.supervisor_alive) ::kill(t.status.supervisor_pid, SIGKILL);
+  }
+  (void)waitUntil([&] { return liveTasks(pool).empty(); }, 5, "waiting for killed tasks to end",
+                  {});
+  return liveTasks(pool).size();
+}
+
 void runDown(const DownArgs& a) {
   const std::string dir = a.dir.empty() ? defaultUpDir() : a.dir;
   Result<PoolFile> pool = readPoolFile(dir);
   if (!pool.ok()) fail(pool.status());
+  std::vector<PoolTasks> tasks = poolTasks(dir, *pool);
   // Cancel what still runs while the agents are there to stop it: a task's supervisor outlives
   // its agent by design, so stopping the agents first would leave the tasks behind.
   if (processAlive(pool->gpoold, pool->gpoold_exe)) {
     net::HttpClient client(net::ClientEndpoint::unixSocket(pool->socket), std::chrono::seconds(5));
-    std::vector<int64_t> live;
-    Result<json> jobs = getJson(client, "/v1/jobs?state=PENDING&state=RUNNING&limit=1000");
-    if (jobs.ok()) {
+    size_t cancelled = 0;
+    // Page by page: a cancelled job leaves the list, so the first page is read again.
+    for (int round = 0; round < 1000; ++round) {
+      Result<json> jobs = getJson(client, "/v1/jobs?state=PENDING&state=RUNNING&limit=1000");
+      if (!jobs.ok()) break;
+      size_t now = 0;
       for (const json& j : jobs->value("jobs", json::array())) {
         int64_t id = j.value("id", int64_t{0});
-        if (id > 0 && client.post("/v1/jobs/" + std::to_string(id) + "/cancel", "").ok()) {
-          live.push_back(id);
-        }
+        if (id > 0 && client.post("/v1/jobs/" + std::to_string(id) + "/cancel", "").ok()) ++now;
+      }
+      cancelled += now;
+      if (now == 0) break;
+    }
+    std::printf("cancelled %zu job(s)\n", cancelled);
+  }
+  // A cancelled job is CANCELLED in the store at once; its tasks end when their supervisors
+  // have stopped them (after the job's grace): wait for those, not for the store.
+  // Tasks whose agent is gone are not waited for here: nobody would stop them (below).
+  auto agentStopsAny = [&] {
+    for (const auto& [p, t] : liveTasks(tasks)) {
+      for (const auto& [node, pid] : pool->agents) {
+        if (node == p->node && processAlive(pid, pool->agent_exe)) return true;
       }
     }
-    if (!live.empty()) {
-      Status drained = waitUntil(
-          [&] {
-            Result<json> running = getJson(client, "/v1/jobs?state=RUNNING&limit=1");
-            return running.ok() && running->value("jobs", json::array()).empty();
-          },
-          a.timeout_s, "waiting for the cancelled jobs' tasks to stop", {});
-      if (!drained.isOk()) std::fprintf(stderr, "gpool: %s\n", drained.message().c_str());
-    }
-    std::printf("cancelled %zu job(s)\n", live.size());
+    return false;
+  };
+  if (agentStopsAny()) {
+    Status drained = waitUntil([&] { return !agentStopsAny(); }, a.timeout_s,
+                               "waiting for the cancelled jobs' tasks to stop", {});
+    if (!drained.isOk()) std::fprintf(stderr, "gpool: %s\n", drained.message().c_str());
   }
   bool all_stopped = true;
   for (const auto& [node, pid] : pool->agents) {
@@ -837,8 +943,13 @@ void runDown(const DownArgs& a) {
   }
   bool ctl_stopped = stopProcess(pool->gpoold, pool->gpoold_exe, a.timeout_s);
   std::printf("gpoold (pid %d): %s\n", pool->gpoold, ctl_stopped ? "stopped" : "DID NOT STOP");
-  if (!all_stopped || !ctl_stopped) {
-    fail(Status::unavailable("some processes of the pool in " + dir + " did not stop"));
+  // Tasks whose agent was gone (or did not stop them in time): their supervisors are stopped
+  // directly, so that nothing of the pool runs on once its state is removed.
+  const size_t left = stopLeftoverTasks(tasks, a.timeout_s);
+  if (!all_stopped || !ctl_stopped || left > 0) {
+    fail(Status::unavailable("some processes of the pool in " + dir + " did not stop" +
+                             (left > 0 ? " (" + std::to_string(left) + " task(s))" : "") +
+                             "; nothing was removed"));
   }
   std::error_code ec;
   if (a.purge) {

@@ -353,8 +353,24 @@ TEST_F(SystemTest, StoreFailuresAnswer503WithRetryAfter) {
 
 // Defect 8: tasks outlived `gpool down --purge` (three still ran 45 s after it, their state
 // already deleted). `gpool down` stops every task of the pool before it removes anything.
-TEST_F(SystemTest, DownPurgeLeavesNoTaskRunning) {
-  knownDefect("issue 19 defect 8 (tasks outlive gpool down --purge)");
+class DownScenario : public SystemTest {
+ protected:
+  // `gpool up`, three running tasks, then `gpool down --purge`; with `kill_agents` every agent
+  // is SIGKILLed first, so that only the supervisors are left to stop the tasks.
+  void run(bool kill_agents);
+};
+
+TEST_F(DownScenario, DownPurgeLeavesNoTaskRunning) {
+  run(false);
+}
+
+// Defect 8, the agents gone: the tasks' supervisors outlive their agent by design, so `gpool
+// down` must stop them itself.
+TEST_F(DownScenario, DownPurgeStopsTasksWhoseAgentsAreGone) {
+  run(true);
+}
+
+void DownScenario::run(bool kill_agents) {
   standalone_ = true;
   figures_.network = "gpool up (Unix socket)";
   Result<std::string> user = testUser();
@@ -405,7 +421,17 @@ TEST_F(SystemTest, DownPurgeLeavesNoTaskRunning) {
       },
       seconds(60)));
 
-  ASSERT_EQ(gpoolCmd({"down", "--dir", up_dir, "--purge"}, "down.log"), 0);
+  if (kill_agents) {
+    std::ifstream in(up_dir + "/pool.json");
+    json pool = json::parse(in, nullptr, false);
+    ASSERT_TRUE(pool.is_object());
+    for (const json& a : pool.value("agents", json::array())) {
+      ASSERT_EQ(::kill(a.at("pid").get<pid_t>(), SIGKILL), 0);
+      ++faults_;
+    }
+  }
+  ASSERT_EQ(gpoolCmd({"down", "--dir", up_dir, "--purge"}, "down.log"), 0)
+      << std::ifstream(dir + "/down.log").rdbuf();
   ++faults_;
   const int64_t down_returned = realNowUs();
   EXPECT_FALSE(fs::exists(up_dir));
