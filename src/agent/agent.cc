@@ -452,6 +452,11 @@ Status Agent::onCancel(const protocol::Cancel& m, int64_t seq) {
   auto it = tasks_.find(name);
   if (it == tasks_.end()) return Status::ok();  // nothing here: idempotent
   Tracked& t = it->second;
+  // A cancel naming another store incarnation is about another job that had this id (before
+  // or after a restore of the store): not this task.
+  if (t.has_assignment && a.incarnation != 0 && a.incarnation != t.assignment.incarnation) {
+    return Status::ok();
+  }
   if (t.has_assignment && a.lease_epoch < t.assignment.lease_epoch) {
     sendError("stale_epoch",
               "body.assignment.lease_epoch: " + std::to_string(a.lease_epoch) +
@@ -478,6 +483,16 @@ Status Agent::onReadLog(const protocol::ReadLog& m) {
   const std::string name = protocol::taskName(m.job_id, m.task);
   // The task's directory holds the log of its latest attempt here only.
   auto it = tasks_.find(name);
+  if (it != tasks_.end() && it->second.has_assignment && m.incarnation != 0 &&
+      it->second.assignment.incarnation != m.incarnation) {
+    answer.error = "the log of job " + std::to_string(m.job_id) + " task " +
+                   std::to_string(m.task) + " of store incarnation " +
+                   std::to_string(m.incarnation) + " is not here: this node's task " + name +
+                   " belongs to incarnation " + std::to_string(it->second.assignment.incarnation) +
+                   " (another job that had the same id)";
+    send(answer);
+    return Status::ok();
+  }
   if (it != tasks_.end() && it->second.has_assignment &&
       it->second.assignment.lease_epoch != m.lease_epoch) {
     answer.error = "the log of job " + std::to_string(m.job_id) + " task " +
@@ -527,6 +542,15 @@ void Agent::reconcileEntry(TaskEntry entry, int64_t seq) {
     Tracked& t = it->second;
     int64_t ours = t.assignment.lease_epoch;
     int64_t theirs = entry.assignment.lease_epoch;
+    // Another store incarnation: the same id names another job (the store was restored from a
+    // backup). Its epochs do not compare with ours; the controller's word is the current one,
+    // so the task here is replaced as by a newer attempt, and its recorded end is never
+    // reported as the new one's.
+    const bool other_job = t.assignment.incarnation != entry.assignment.incarnation;
+    if (other_job) {
+      ours = 0;
+      theirs = 1;
+    }
     if (theirs < ours) {
       sendError("stale_epoch",
                 "assignment.lease_epoch: " + std::to_string(theirs) + " for task " + name +

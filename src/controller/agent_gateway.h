@@ -19,6 +19,9 @@ struct TaskAssignment {
   uint32_t task = 0;
   int32_t attempt = 0;      // the job's requeue count: increments on every requeue
   int64_t lease_epoch = 0;  // the job's epoch from Store::recordPlacement; strictly increasing
+  // The store incarnation the placement was made under (Store::currentIncarnation): job ids
+  // and epochs of different incarnations may repeat after a restore; the three together never.
+  int64_t incarnation = 0;
   std::string node;
   int64_t node_epoch = 0;  // NodeRegistry::nodeEpoch at the time of the assignment
   std::string user;
@@ -79,6 +82,7 @@ struct RemoteLogRequest {
   bool stderr_stream = false;
   uint64_t offset = 0;
   uint64_t max_bytes = 0;
+  int64_t incarnation = 0;  // the placement's store incarnation (the job's); 0: any
 };
 
 // What the node's agent answered.

@@ -127,7 +127,7 @@ protocol::TaskEntry taskEntryFor(const TaskAssignment& a,
                                  const std::function<std::string(const std::string&)>& address_of) {
   const api::JobSpec& spec = a.spec;
   protocol::TaskEntry e;
-  e.assignment = protocol::Assignment{a.job_id, a.task, a.attempt, a.lease_epoch};
+  e.assignment = protocol::Assignment{a.job_id, a.task, a.attempt, a.lease_epoch, a.incarnation};
   e.requeueable = spec.preemptible;
   protocol::Launch& l = e.launch;
   // An interactive allocation without a command holds its resources until cancelled or its
@@ -420,6 +420,24 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
       credential = made->token;
     }
   }
+  // A store restored from a backup may be behind what the agents ran: its next job ids must
+  // not be ids of jobs whose tasks the agents still report (their results and logs would look
+  // like the new jobs'). Before the node is registered, so before it can take new work.
+  int64_t highest_reported = 0;
+  for (const protocol::TaskReport& t : hello.tasks) {
+    if (t.assignment) highest_reported = std::max(highest_reported, t.assignment->job_id);
+  }
+  if (highest_reported > 0) {
+    Result<bool> moved = store_.reserveJobIdsThrough(highest_reported);
+    if (!moved.ok()) {
+      spdlog::error("node {}: {}", name, moved.status().toString());
+    } else if (*moved) {
+      spdlog::warn(
+          "node {} reports job {}, which this store never gave out (restored from a backup?): "
+          "new job ids continue above it",
+          name, highest_reported);
+    }
+  }
   Result<int64_t> epoch = registry_.registerNode(std::move(node), session->conn->id());
   if (!epoch.ok() && (epoch.status().code() == StatusCode::kInvalidArgument ||
                       epoch.status().code() == StatusCode::kFailedPrecondition)) {
@@ -498,6 +516,7 @@ Result<std::vector<protocol::TaskEntry>> AgentLink::desiredTasks(const std::stri
       t.task = a.task;
       t.attempt = record.requeue_count;
       t.lease_epoch = record.epoch;
+      t.incarnation = record.incarnation;
       t.node = node;
       t.node_epoch = node_epoch;
       t.user = record.user;
@@ -759,6 +778,7 @@ Result<std::optional<RemoteLogPiece>> AgentLink::readRemoteLog(const RemoteLogRe
     read_log.job_id = request.job_id;
     read_log.task = request.task;
     read_log.lease_epoch = request.lease_epoch;
+    read_log.incarnation = request.incarnation;
     read_log.stream = request.stderr_stream ? "stderr" : "stdout";
     read_log.offset = static_cast<int64_t>(request.offset);
     read_log.max_bytes = static_cast<int64_t>(std::min(request.max_bytes, kMaxRelayedLogBytes));
@@ -795,15 +815,18 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
   const uint32_t task = assignment.task;
   const int64_t lease_epoch = assignment.lease_epoch;
   std::string what = "job " + std::to_string(job_id) + " task " + std::to_string(task) +
-                     " (epoch " + std::to_string(lease_epoch) + ") on " + session->node;
-  // Only the current assignment of this task to this node counts (fencing).
+                     " (epoch " + std::to_string(lease_epoch) + ", incarnation " +
+                     std::to_string(assignment.incarnation) + ") on " + session->node;
+  // Only the current assignment of this task to this node counts (fencing): the same epoch
+  // under the same store incarnation, so that a task from before a restore of the store, whose
+  // job id and epoch the restored store may have given to another job, never counts as its.
   Result<store::JobRecord> record = store_.getJob(job_id);
   bool current = false;
   bool live = false;
   if (record.ok()) {
     live = record->state == "RUNNING" || record->state == "COMPLETING";
     Result<api::Job> job = store::apiJobFrom(*record);
-    if (job.ok() && record->epoch == lease_epoch) {
+    if (job.ok() && record->epoch == lease_epoch && record->incarnation == assignment.incarnation) {
       for (const api::Allocation& a : job->allocations) {
         if (a.task == task && a.node == session->node) current = true;
       }

@@ -133,6 +133,17 @@ int run(const std::string& config_path, bool once, bool list_routes) {
     return 1;
   }
   Clock& clock = realClock();
+  // Every start is a new incarnation of the store (docs/store.md): placements made from now on
+  // carry it, so that after a restore from a backup no task of the lost era is taken for a job
+  // of the restored store. Without it that could happen, so a store that cannot write it now
+  // keeps gpoold from starting (the store is needed writable for any placement anyway).
+  Result<int64_t> incarnation = (*store)->beginIncarnation(clock.now());
+  if (!incarnation.ok()) {
+    spdlog::error("cannot start: the store {} cannot write: {}", settings->store,
+                  incarnation.status().toString());
+    return 1;
+  }
+  spdlog::info("store incarnation {}", *incarnation);
   NodeRegistryOptions registry_options;
   registry_options.down_after = std::chrono::seconds(settings->node_down_after_s);
   registry_options.lease_ends_after = std::chrono::seconds(

@@ -492,7 +492,8 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
                               alloc->node + "; read it there (ssh " + alloc->node + " tail -f " +
                               path + ")");
     }
-    RemoteLogRequest request{alloc->node, id, task, record.epoch, stderr_stream, offset, max_bytes};
+    RemoteLogRequest request{alloc->node,   id,     task,      record.epoch,
+                             stderr_stream, offset, max_bytes, record.incarnation};
     GPOOL_ASSIGN_OR_RETURN(std::optional<RemoteLogPiece> piece,
                            options_.log_relay->readRemoteLog(request));
     if (!piece) {

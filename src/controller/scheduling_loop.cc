@@ -368,6 +368,7 @@ Status SchedulingLoop::persistStart(
     assignment.task = a.task;
     assignment.attempt = record.requeue_count;
     assignment.lease_epoch = *epoch;
+    assignment.incarnation = store_.currentIncarnation();
     assignment.node = a.node;
     assignment.node_epoch = registry_.nodeEpoch(a.node);
     assignment.user = record.user;

@@ -131,14 +131,17 @@ Status fromJson(const json& j, Assignment* out, std::string_view path) {
   r.integer("attempt", &out->attempt, Presence::kOptional, int32_t{0},
             std::numeric_limits<int32_t>::max());
   r.integer("lease_epoch", &out->lease_epoch, Presence::kRequired, int64_t{1}, kMaxI64);
+  r.integer("incarnation", &out->incarnation, Presence::kOptional, int64_t{0}, kMaxI64);
   return r.finish();
 }
 
 json toJson(const Assignment& a) {
-  return json{{"job_id", a.job_id},
-              {"task", a.task},
-              {"attempt", a.attempt},
-              {"lease_epoch", a.lease_epoch}};
+  json j{{"job_id", a.job_id},
+         {"task", a.task},
+         {"attempt", a.attempt},
+         {"lease_epoch", a.lease_epoch}};
+  if (a.incarnation != 0) j["incarnation"] = a.incarnation;
+  return j;
 }
 
 std::string taskName(int64_t job_id, uint32_t task) {
@@ -763,15 +766,18 @@ Status fromJson(const json& j, ReadLog* out, std::string_view path) {
   r.string("stream", &out->stream, Presence::kRequired);
   r.integer("offset", &out->offset, Presence::kRequired, int64_t{0}, kMaxI64);
   r.integer("max_bytes", &out->max_bytes, Presence::kRequired, int64_t{1}, kMaxLogReadBytes);
+  r.integer("incarnation", &out->incarnation, Presence::kOptional, int64_t{0}, kMaxI64);
   r.check(out->stream == "stdout" || out->stream == "stderr" || !r.ok(), "stream",
           "expected stdout or stderr");
   return r.finish();
 }
 
 json toJson(const ReadLog& m) {
-  return json{{"request", m.request},         {"job_id", m.job_id}, {"task", m.task},
-              {"lease_epoch", m.lease_epoch}, {"stream", m.stream}, {"offset", m.offset},
-              {"max_bytes", m.max_bytes}};
+  json j{{"request", m.request},         {"job_id", m.job_id}, {"task", m.task},
+         {"lease_epoch", m.lease_epoch}, {"stream", m.stream}, {"offset", m.offset},
+         {"max_bytes", m.max_bytes}};
+  if (m.incarnation != 0) j["incarnation"] = m.incarnation;
+  return j;
 }
 
 Status fromJson(const json& j, Lease* out, std::string_view path) {

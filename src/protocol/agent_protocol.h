@@ -62,13 +62,17 @@ int64_t peekSeq(const nlohmann::json& msg);
 // Identifiers
 
 // The fencing identity of one attempt of one task: (job_id, task) names the task, `attempt`
-// counts its requeues, `lease_epoch` is the fencing token (strictly increasing per task).
-// On the wire `attempt` is optional (0).
+// counts its requeues, `lease_epoch` is the fencing token (strictly increasing per task), and
+// `incarnation` is the store incarnation the attempt was placed under (docs/store.md): a job id
+// names one job only within the pool's life since a restore, so two assignments are the same
+// attempt only when all of them are equal. On the wire `attempt` and `incarnation` are
+// optional (0; an incarnation of 0 is written by stores from before incarnations).
 struct Assignment {
   int64_t job_id = 0;
   uint32_t task = 0;
   int32_t attempt = 0;
   int64_t lease_epoch = 0;  // >= 1 on the wire
+  int64_t incarnation = 0;
 
   bool operator==(const Assignment&) const = default;
 };
@@ -432,7 +436,8 @@ struct ReadLog {
   int64_t lease_epoch = 0;  // the attempt whose log is wanted
   std::string stream;       // "stdout" or "stderr"
   int64_t offset = 0;
-  int64_t max_bytes = 0;  // 1 .. kMaxLogReadBytes
+  int64_t max_bytes = 0;    // 1 .. kMaxLogReadBytes
+  int64_t incarnation = 0;  // the attempt's store incarnation; 0: not said (any)
 
   bool operator==(const ReadLog&) const = default;
 };

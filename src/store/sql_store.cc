@@ -172,7 +172,7 @@ SqlParam optTimeParam(const std::optional<TimePoint>& t) {
 constexpr const char* kJobColumns =
     "id, user_name, group_name, state, spec_json, gpu_thousandths, priority, array_parent, "
     "array_index, submit_time, start_time, end_time, placement_json, epoch, exit_code, reason, "
-    "requeue_count, uid, hold";
+    "requeue_count, uid, hold, incarnation";
 
 // Takes the row's large texts (the spec and the placement) instead of copying them.
 JobRecord jobFromRow(SqlRow& r) {
@@ -196,6 +196,7 @@ JobRecord jobFromRow(SqlRow& r) {
   j.requeue_count = static_cast<int32_t>(r.integer(16));
   j.uid = static_cast<uint32_t>(r.integer(17));
   j.hold = r.text(18);
+  j.incarnation = r.integer(19);
   return j;
 }
 
@@ -325,6 +326,14 @@ CREATE INDEX alert_events_alert ON alert_events (alert_id, seq);
       Migration{7, "gpu_holds",
                 "CREATE TABLE gpu_holds (uuid TEXT PRIMARY KEY, node TEXT NOT NULL, reason TEXT "
                 "NOT NULL, since BIGINT NOT NULL)"},
+      // The store's incarnation (docs/store.md): one row, bumped by every gpoold start
+      // (beginIncarnation), and the incarnation each job's current placement was made under, so
+      // that a task is identified by (incarnation, job id, epoch) across restores from backups.
+      Migration{8, "store incarnation",
+                "CREATE TABLE store_incarnation (id BIGINT PRIMARY KEY, incarnation BIGINT NOT "
+                "NULL, since BIGINT NOT NULL);\n"
+                "INSERT INTO store_incarnation (id, incarnation, since) VALUES (1, 0, 0);\n"
+                "ALTER TABLE jobs ADD COLUMN incarnation BIGINT NOT NULL DEFAULT 0;\n"},
   };
 }
 
@@ -542,6 +551,9 @@ Status SqlStore::migrate() {
                                         " is newer than this binary supports (" +
                                         std::to_string(kSchemaVersion) + "); upgrade gpool");
     }
+    GPOOL_ASSIGN_OR_RETURN(
+        auto incarnation, conn.query("SELECT incarnation FROM store_incarnation WHERE id = 1", {}));
+    incarnation_ = incarnation.empty() ? 0 : incarnation[0].integer(0);
     return Status::ok();
   };
   Status s = body();
@@ -549,6 +561,52 @@ Status SqlStore::migrate() {
     (void)conn.execScript("SELECT pg_advisory_unlock(4711001)");
   }
   return s;
+}
+
+Result<int64_t> SqlStore::beginIncarnation(TimePoint now) {
+  int64_t next = 0;
+  Status s = transact(true, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("SELECT incarnation FROM store_incarnation WHERE id = 1"));
+    if (rows.empty()) return Status::internal("store_incarnation has no row");
+    next = std::max(rows[0].integer(0) + 1, micros(now));
+    return tx.exec("UPDATE store_incarnation SET incarnation = $1, since = $2 WHERE id = 1",
+                   {next, micros(now)});
+  });
+  if (!s.isOk()) return s.withContext("cannot begin a new store incarnation");
+  incarnation_ = next;
+  return next;
+}
+
+Result<bool> SqlStore::reserveJobIdsThrough(int64_t id) {
+  bool moved = false;
+  Status s = transact(true, [&](Txn& tx) -> Status {
+    moved = false;
+    if (dialect_ == Dialect::kSqlite) {
+      // AUTOINCREMENT keeps the highest id ever given in sqlite_sequence (no row before the
+      // first insert); the next id is above both it and the largest id present.
+      GPOOL_ASSIGN_OR_RETURN(
+          auto rows, tx.query("SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = "
+                              "'jobs'), 0), COALESCE((SELECT MAX(id) FROM jobs), 0))"));
+      if (rows[0].integer(0) >= id) return Status::ok();
+      GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM sqlite_sequence WHERE name = 'jobs'"));
+      GPOOL_RETURN_IF_ERROR(
+          tx.exec("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', $1)", {id}));
+      moved = true;
+      return Status::ok();
+    }
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.query("SELECT GREATEST(COALESCE(pg_sequence_last_value(pg_get_serial_sequence('jobs', "
+                 "'id')::regclass), 0), COALESCE((SELECT MAX(id) FROM jobs), 0))"));
+    if (rows[0].integer(0) >= id) return Status::ok();
+    GPOOL_RETURN_IF_ERROR(
+        tx.query("SELECT setval(pg_get_serial_sequence('jobs', 'id'), $1)", {id}).status());
+    moved = true;
+    return Status::ok();
+  });
+  if (!s.isOk()) return s.withContext("cannot reserve job ids through " + std::to_string(id));
+  return moved;
 }
 
 Result<int32_t> SqlStore::schemaVersion() {
@@ -786,10 +844,10 @@ Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& pla
                                         before.hold + ")");
     }
     // `hold = ''` again in the WHERE clause: a hold that committed after the read wins.
-    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("UPDATE jobs SET placement_json = $1, epoch = $2, "
-                                               "start_time = $3 WHERE id = $4 AND hold = '' "
-                                               "RETURNING id",
-                                               {placement_json, epoch, micros(now), job_id}));
+    GPOOL_ASSIGN_OR_RETURN(
+        auto rows, tx.query("UPDATE jobs SET placement_json = $1, epoch = $2, start_time = $3, "
+                            "incarnation = $4 WHERE id = $5 AND hold = '' RETURNING id",
+                            {placement_json, epoch, micros(now), incarnation_.load(), job_id}));
     if (rows.empty())
       return Status::failedPrecondition("job " + std::to_string(job_id) + " is held");
     return Status::ok();

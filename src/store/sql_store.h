@@ -94,6 +94,9 @@ class SqlStore : public Store {
 
   // Store
   Result<int32_t> schemaVersion() override;
+  Result<int64_t> beginIncarnation(TimePoint now) override;
+  int64_t currentIncarnation() const override { return incarnation_.load(); }
+  Result<bool> reserveJobIdsThrough(int64_t id) override;
   Result<std::vector<int64_t>> submitJobs(const std::vector<NewJob>& jobs, TimePoint now) override;
   Result<JobRecord> getJob(int64_t id) override;
   Result<JobPage> listJobs(const JobFilter& filter) override;
@@ -209,6 +212,7 @@ class SqlStore : public Store {
   std::vector<PendingWrite*> group_queue_;  // GUARDED_BY(group_mu_)
   bool group_leader_active_ = false;        // GUARDED_BY(group_mu_)
   std::atomic<int> fail_countdown_{0};
+  std::atomic<int64_t> incarnation_{0};  // read by migrate(), set by beginIncarnation()
   std::mutex listener_mu_;
   std::shared_ptr<const std::function<void()>> listener_;  // GUARDED_BY(listener_mu_)
 };

@@ -70,6 +70,11 @@ struct JobRecord {
   // A held job stays PENDING and is not placed (Slurm's hold): "" (not held), "user" (held by
   // its owner; JobHeldUser) or "admin" (held by an administrator; JobHeldAdmin). Version 3.
   std::string hold;
+  // The store incarnation (Store::beginIncarnation) the current placement was made under; with
+  // the id and the epoch it identifies the running attempt across the pool's whole life, so
+  // that a report of a task from before a restore is never taken for this job's. 0 for jobs
+  // placed before version 8 (or by a store never given an incarnation). Version 8.
+  int64_t incarnation = 0;
 };
 
 struct PendingReasonCount {
@@ -350,6 +355,19 @@ class Store {
   // Schema version of the open database (equals kSchemaVersion after open).
   virtual Result<int32_t> schemaVersion() = 0;
 
+  // ---- incarnation (docs/store.md): which life of the pool placements belong to
+  // Starts a new incarnation: stores max(the stored one + 1, `now` in Unix microseconds) and
+  // returns it. gpoold calls it once at every start, so that a store restored from a backup
+  // (whose stored incarnation went back with it) still places under a number no earlier run
+  // used, as long as the wall clock has not gone back past the earlier starts.
+  virtual Result<int64_t> beginIncarnation(TimePoint now) = 0;
+  // The incarnation placements are recorded under now (read on open, then the latest begun).
+  virtual int64_t currentIncarnation() const = 0;
+  // Makes every job id the store hands out from now on greater than `id` (a restored store
+  // must not reuse the ids of jobs that agents still report). Returns whether it had to move
+  // the id sequence. Never lowers it.
+  virtual Result<bool> reserveJobIdsThrough(int64_t id) = 0;
+
   // ---- jobs
   // Inserts the jobs in PENDING with one "submitted" event each, all in one transaction, and
   // returns their ids in order (ascending). See NewJob::array_parent for arrays.
@@ -373,7 +391,8 @@ class Store {
   virtual void setJobEventListener(std::function<void()> listener) = 0;
 
   // PENDING -> RUNNING: stores the placement, sets start_time to `now`, increments the fencing
-  // epoch; returns the new epoch. FailedPrecondition for a held job (setJobHold).
+  // epoch, records currentIncarnation() as the job's incarnation; returns the new epoch.
+  // FailedPrecondition for a held job (setJobHold).
   virtual Result<int64_t> recordPlacement(int64_t job_id, const std::string& placement_json,
                                           TimePoint now, const std::string& reason) = 0;
   // The agent reported a task of the job started at `started` (its supervisor's record) and
@@ -557,6 +576,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 7;
+inline constexpr int32_t kSchemaVersion = 8;
 
 }  // namespace gpool::store

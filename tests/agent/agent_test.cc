@@ -316,6 +316,61 @@ TEST_F(AgentTest, StaleLeaseEpochsAreRefused) {
   EXPECT_EQ(updates[1]["body"]["state"], "running");
 }
 
+// Issue 19 defect 3: after the store was restored from a backup, job 2 of the restored store
+// is another job than the job 2 this node ran (another store incarnation). Its ended task must
+// not be reported as the new job's end, a still running one is replaced, and neither a cancel
+// nor a log read of the other incarnation touches the task of this one.
+TEST_F(AgentTest, ATaskOfAnotherStoreIncarnationIsAnotherJob) {
+  welcome(*agent_);
+  auto of = [](json e, int64_t incarnation) {
+    e["assignment"]["incarnation"] = incarnation;
+    return e;
+  };
+  agent_->handle(desired({of(entry(2, 1, {"echo", "OLD", "exit", "7"}), 100)}));
+  ASSERT_EQ(waitEnd("2.0").exit_code, 7);
+  agent_->tick();
+  (void)agent_->takeOutbox();
+
+  // The restored store's job 2, placed under incarnation 200 with the same epoch.
+  agent_->handle(desired({of(entry(2, 1, {"echo", "NEW", "exit", "0"}), 200)}));
+  for (const json& u : take(*agent_, "task_update")) {
+    EXPECT_EQ(u["body"]["assignment"]["incarnation"], 200) << u.dump();
+    if (u["body"]["state"] == "exited") {
+      EXPECT_EQ(u["body"]["exit_code"], 0) << u.dump();
+    }
+  }
+  EXPECT_EQ(waitEnd("2.0").exit_code, 0);
+  EXPECT_EQ(testing::readOr(launcher_->taskDir("2.0") + "/stdout.log"), "NEW\n");
+
+  // A running task of incarnation 100 is stopped for the other job, which then starts.
+  agent_->handle(desired({of(entry(3, 1, {"wait"}), 100)}));
+  ASSERT_EQ(launcher_->info("3.0")->status.state, TaskState::kRunning);
+  agent_->handle(message("assign", of(entry(3, 1, {"wait"}), 200)));
+  EXPECT_EQ(waitEnd("3.0").state, TaskState::kPreempted);
+  agent_->tick();
+  ASSERT_EQ(launcher_->info("3.0")->status.state, TaskState::kRunning);
+  (void)agent_->takeOutbox();
+  // A cancel or a log read naming incarnation 100 is not about it.
+  agent_->handle(message(
+      "cancel",
+      {{"assignment",
+        {{"job_id", 3}, {"task", 0}, {"attempt", 0}, {"lease_epoch", 1}, {"incarnation", 100}}}}));
+  EXPECT_TRUE(take(*agent_, "error").empty());
+  EXPECT_EQ(launcher_->info("3.0")->status.state, TaskState::kRunning);
+  agent_->handle(message("read_log", {{"request", 1},
+                                      {"job_id", 3},
+                                      {"task", 0},
+                                      {"lease_epoch", 1},
+                                      {"incarnation", 100},
+                                      {"stream", "stdout"},
+                                      {"offset", 0},
+                                      {"max_bytes", 1024}}));
+  std::vector<json> answers = take(*agent_, "log_data");
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_NE(answers[0]["body"].value("error", "").find("incarnation"), std::string::npos)
+      << answers[0].dump();
+}
+
 TEST_F(AgentTest, ReconnectReadoptsRunningTasksAndReReportsExits) {
   welcome(*agent_);
   agent_->handle(desired({entry(1, 1, {"wait"}), entry(2, 1, {"exit", "0"})}));

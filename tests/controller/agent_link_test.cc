@@ -764,6 +764,43 @@ TEST_F(AgentLinkTest, HelloReportsAreAppliedBeforeTheDesiredState) {
   EXPECT_EQ(job(id)["state"], "COMPLETED");
 }
 
+// Issue 19 defect 3: a task is identified by (store incarnation, job id, epoch). A report of
+// the same job id and epoch from another incarnation (a job of before a restore of the store)
+// is never applied to the current job, and job ids continue above any id an agent reports.
+TEST_F(AgentLinkTest, AReportOfAnotherStoreIncarnationIsNeverApplied) {
+  Result<int64_t> incarnation = store_->beginIncarnation(realClock().now());
+  ASSERT_TRUE(incarnation.ok()) << incarnation.status().toString();
+  auto agent = helloAgent("n1");
+  int64_t id = submit("true");
+  ASSERT_TRUE(loop_->runOnce().ok());
+  auto assign = agent->waitType("assign");
+  ASSERT_TRUE(assign.has_value());
+  const json& a = (*assign)["body"]["assignment"];
+  EXPECT_EQ(a.value("incarnation", int64_t{0}), *incarnation) << a.dump();
+  const int64_t epoch = a["lease_epoch"].get<int64_t>();
+
+  for (int64_t other : {*incarnation - 1, int64_t{0}}) {
+    json stale = taskUpdate(id, epoch, "exited", 7);
+    if (other != 0) stale["assignment"]["incarnation"] = other;
+    agent->send("task_update", stale);
+    ASSERT_TRUE(agent->roundTrip());
+    EXPECT_EQ(job(id)["state"], "RUNNING") << "incarnation " << other;
+  }
+  json own = taskUpdate(id, epoch, "exited", 0);
+  own["assignment"]["incarnation"] = *incarnation;
+  agent->send("task_update", own);
+  EXPECT_TRUE(waitJobState(id, "COMPLETED"));
+
+  // An agent reporting job 500, which this store never gave out: new ids continue above it.
+  auto other = std::make_unique<FakeAgent>(socket_, "n2");
+  ASSERT_TRUE(other->waitConnected());
+  json old_task = taskUpdate(500, 1, "exited", 7);
+  old_task["name"] = "500.0";
+  other->send("hello", other->helloBody(json::array({old_task})));
+  ASSERT_TRUE(other->waitType("desired_state").has_value());
+  EXPECT_GT(submit("true"), 500);
+}
+
 TEST_F(AgentLinkTest, ANewerConnectionForTheNodeClosesTheOlderWith4009) {
   // A long backoff: the old agent must not come back and take over in turn.
   auto old_agent = std::make_unique<FakeAgent>(socket_, "n1", seconds(60));

@@ -50,6 +50,7 @@ Assignment anAssignment() {
   a.task = 2;
   a.attempt = 1;
   a.lease_epoch = 9;
+  a.incarnation = 1796608038930001;
   return a;
 }
 
@@ -170,6 +171,7 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   expectRoundTrip(Cancel{anAssignment(), "TERM", 30, "node_fail"});
   expectRoundTrip(Cancel{anAssignment(), "TERM", std::nullopt, "cancelled"});
   expectRoundTrip(ReadLog{5, 123, 2, 9, "stdout", 0, kMaxLogReadBytes});
+  expectRoundTrip(ReadLog{5, 123, 2, 9, "stdout", 0, kMaxLogReadBytes, 1796608038930001});
   expectRoundTrip(Lease{12, 1'700'000'060'000'000, 41});
 }
 
@@ -349,6 +351,14 @@ TEST(AgentProtocolTest, CancelAndReadLogAreChecked) {
   json no_attempt = toJson(Cancel{anAssignment(), "TERM", std::nullopt, "timeout"});
   no_attempt["assignment"].erase("attempt");
   EXPECT_TRUE(decodeBody<Cancel>(no_attempt).ok());
+  // So may a store from before incarnations leave out `incarnation` (0); never negative.
+  json no_incarnation = toJson(Cancel{anAssignment(), "TERM", std::nullopt, "timeout"});
+  no_incarnation["assignment"].erase("incarnation");
+  Result<Cancel> legacy = decodeBody<Cancel>(no_incarnation);
+  ASSERT_TRUE(legacy.ok()) << legacy.status().toString();
+  EXPECT_EQ(legacy->assignment.incarnation, 0);
+  no_incarnation["assignment"]["incarnation"] = -1;
+  EXPECT_NE(decodeError<Cancel>(no_incarnation).find("assignment.incarnation"), std::string::npos);
 
   json read = toJson(ReadLog{1, 2, 0, 3, "stdout", 0, 10});
   read["max_bytes"] = kMaxLogReadBytes + 1;

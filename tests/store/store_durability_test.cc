@@ -67,7 +67,8 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
               "TABLE api_tokens DROP COLUMN node_name; ALTER TABLE api_tokens "
               "DROP COLUMN reusable; ALTER TABLE api_tokens DROP COLUMN uses; "
               "ALTER TABLE api_tokens DROP COLUMN last_used; DROP TABLE task_telemetry; DROP TABLE "
-              "alert_events; DROP TABLE alerts; DROP TABLE gpu_holds; UPDATE "
+              "alert_events; DROP TABLE alerts; DROP TABLE gpu_holds; DROP TABLE "
+              "store_incarnation; ALTER TABLE jobs DROP COLUMN incarnation; UPDATE "
               "schema_version SET version = 1 WHERE id = 1")
           .isOk());
   reopen();
@@ -78,6 +79,8 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
   ASSERT_TRUE(got.ok()) << got.status().toString();
   EXPECT_EQ(got->user, "old");
   EXPECT_EQ(got->uid, 0u);
+  EXPECT_EQ(got->incarnation, 0);
+  EXPECT_EQ(store().currentIncarnation(), 0);
   NewJob j = minimalJob("new");
   j.uid = 4242;
   auto more = store().submitJobs({j}, at(1));

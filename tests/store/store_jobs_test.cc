@@ -68,6 +68,43 @@ TEST_P(JobsTest, MissingJobIsNotFound) {
             StatusCode::kNotFound);
 }
 
+// Issue 19 defect 3: every start is a new incarnation, above every earlier one even when the
+// clock went back; each placement records the incarnation it was made under; it survives a
+// reopen.
+TEST_P(JobsTest, EachPlacementRecordsTheStoreIncarnation) {
+  EXPECT_EQ(store().currentIncarnation(), 0);
+  Result<int64_t> first = store().beginIncarnation(at(100));
+  ASSERT_TRUE(first.ok()) << first.status().toString();
+  EXPECT_EQ(*first, toUnixMicros(at(100)));
+  Result<int64_t> second = store().beginIncarnation(at(50));  // the clock went back
+  ASSERT_TRUE(second.ok()) << second.status().toString();
+  EXPECT_EQ(*second, *first + 1);
+  EXPECT_EQ(store().currentIncarnation(), *second);
+  int64_t id = submitOne(store(), job("alice"), at(101));
+  ASSERT_TRUE(store().recordPlacement(id, "[]", at(102), "placed").ok());
+  EXPECT_EQ(store().getJob(id)->incarnation, *second);
+  reopen();
+  EXPECT_EQ(store().currentIncarnation(), *second);
+  EXPECT_EQ(store().getJob(id)->incarnation, *second);
+}
+
+// Issue 19 defect 3: a restored store must not give out the ids of jobs agents still report.
+TEST_P(JobsTest, JobIdsContinueAboveAReservedId) {
+  int64_t a = submitOne(store(), job("alice"), at(1));
+  Result<bool> moved = store().reserveJobIdsThrough(a);
+  ASSERT_TRUE(moved.ok()) << moved.status().toString();
+  EXPECT_FALSE(*moved);
+  moved = store().reserveJobIdsThrough(a + 40);
+  ASSERT_TRUE(moved.ok()) << moved.status().toString();
+  EXPECT_TRUE(*moved);
+  EXPECT_EQ(submitOne(store(), job("alice"), at(2)), a + 41);
+  moved = store().reserveJobIdsThrough(a + 5);  // never lowers
+  ASSERT_TRUE(moved.ok());
+  EXPECT_FALSE(*moved);
+  reopen();
+  EXPECT_EQ(submitOne(store(), job("alice"), at(3)), a + 42);
+}
+
 TEST_P(JobsTest, CountsJobsByState) {
   auto none = store().countJobsByState();
   ASSERT_TRUE(none.ok()) << none.status().toString();

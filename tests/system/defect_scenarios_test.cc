@@ -184,7 +184,6 @@ TEST_F(SystemTest, NoPlacementOnANodeWhoseAgentIsGone) {
 // ran, and got the old job's exit status and log. A job must run as itself and show its own
 // result and output.
 TEST_F(SystemTest, StoreRestoredFromABackupReusesNoIdAndNoOldResult) {
-  knownDefect("issue 19 defect 3 (job ids reused after a restore)");
   ASSERT_NO_FATAL_FAILURE(startPool());
   // The backup: a copy of the store taken while gpoold is stopped, as an operator would.
   ASSERT_TRUE(pool_->gpoold().stop().isOk());
