@@ -206,6 +206,7 @@ CLI::App* registerSimCommands(CLI::App& app) {
   fgd->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
   fgd->callback([args] { runFgd(*args); });
   registerDynamicCommand(*sim);
+  registerPoolingCommand(*sim);
   registerScenarioCommand(*sim);
   return sim;
 }
