@@ -10,4 +10,8 @@ namespace gpool::sim {
 // trace or an openb pod list with queueing, per queue policy and for exclusive vs sliced GPUs.
 void registerDynamicCommand(CLI::App& sim);
 
+// Adds `pooling` under `sim`: exclusive whole GPUs vs gpool's slices and scheduling on pools
+// of several sizes (sim/pooling.h).
+void registerPoolingCommand(CLI::App& sim);
+
 }  // namespace gpool::sim

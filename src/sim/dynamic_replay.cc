@@ -421,6 +421,7 @@ Result<DynamicResult> runDynamic(const std::vector<DynJob>& jobs,
   res.jct_p99_s = percentile(res.jcts, 99);
   res.queue_avg_s = mean(queue_delays);
   res.queue_p50_s = percentile(queue_delays, 50);
+  res.queue_p95_s = percentile(queue_delays, 95);
   res.queue_p99_s = percentile(queue_delays, 99);
   std::vector<double> xs;
   for (const auto& [g, v] : per_group)

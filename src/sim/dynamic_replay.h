@@ -53,7 +53,7 @@ struct DynamicResult {
   size_t skipped = 0;     // could never run on this cluster (too large)
   size_t unfinished = 0;  // still queued when nothing could run any more
   double jct_avg_s = 0, jct_p50_s = 0, jct_p99_s = 0;
-  double queue_avg_s = 0, queue_p50_s = 0, queue_p99_s = 0;
+  double queue_avg_s = 0, queue_p50_s = 0, queue_p95_s = 0, queue_p99_s = 0;
   // Time-averaged over the arrival window [first submit, last submit].
   double alloc_pct = 0;
   double used_pct = 0;

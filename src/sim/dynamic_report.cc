@@ -60,10 +60,7 @@ std::string xmlEscape(const std::string& s) {
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                          "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-struct Series {
-  std::string label;
-  std::vector<std::pair<double, double>> points;
-};
+using Series = ChartSeries;
 
 // A minimal line chart: axes with ticks, one polyline per series, a legend.
 std::string lineChart(const std::string& title, const std::string& xlabel,
@@ -147,6 +144,12 @@ std::vector<Series> timeSeries(const std::vector<DynamicResult>& results,
 
 }  // namespace
 
+std::string lineChartSvg(const std::string& title, const std::string& xlabel,
+                         const std::string& ylabel, const std::vector<ChartSeries>& series,
+                         bool log_x) {
+  return lineChart(title, xlabel, ylabel, series, log_x);
+}
+
 std::string humanSeconds(double s) {
   if (s < 120) return fixed(s, 0) + "s";
   if (s < 7200) return fixed(s / 60, 0) + "m";
@@ -197,6 +200,7 @@ std::string dynamicJsonLine(const DynamicResult& r) {
   s += ",\"jct_p99_s\":" + num(r.jct_p99_s);
   s += ",\"queue_avg_s\":" + num(r.queue_avg_s);
   s += ",\"queue_p50_s\":" + num(r.queue_p50_s);
+  s += ",\"queue_p95_s\":" + num(r.queue_p95_s);
   s += ",\"queue_p99_s\":" + num(r.queue_p99_s);
   s += ",\"util_pct\":" + num(r.alloc_pct);
   s += ",\"used_pct\":" + num(r.used_pct);

@@ -249,6 +249,156 @@ Result<std::vector<PublishedRow>> readPublishedSummary(const std::string& path) 
   return out;
 }
 
+namespace {
+
+// Workloads and policies of `results` in first-seen order, and the result for a pair.
+struct VariantGrid {
+  std::vector<std::string> workloads, policies;
+  const PolicyResult* at(const std::vector<PolicyResult>& results, const std::string& w,
+                         const std::string& p) const {
+    for (const PolicyResult& r : results) {
+      if (r.workload == w && r.policy == p) return &r;
+    }
+    return nullptr;
+  }
+};
+
+VariantGrid gridOf(const std::vector<PolicyResult>& results) {
+  VariantGrid g;
+  for (const PolicyResult& r : results) {
+    if (std::find(g.workloads.begin(), g.workloads.end(), r.workload) == g.workloads.end()) {
+      g.workloads.push_back(r.workload);
+    }
+    if (std::find(g.policies.begin(), g.policies.end(), r.policy) == g.policies.end()) {
+      g.policies.push_back(r.policy);
+    }
+  }
+  return g;
+}
+
+std::string shortWorkload(const std::string& w) {
+  const std::string prefix = "openb_pod_list_";
+  return w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w;
+}
+
+}  // namespace
+
+std::string formatVariantsTable(const std::vector<PolicyResult>& results,
+                                const std::vector<PublishedRow>& published) {
+  VariantGrid g = gridOf(results);
+  const size_t i100 = static_cast<size_t>(
+      std::find(kReportLevels.begin(), kReportLevels.end(), 100) - kReportLevels.begin());
+  const size_t i130 = kReportLevels.size() - 1;
+  const bool has_pair =
+      std::find(g.policies.begin(), g.policies.end(), "gpool") != g.policies.end() &&
+      std::find(g.policies.begin(), g.policies.end(), "FGD") != g.policies.end();
+  std::ostringstream out;
+  out << "| workload (seeds) |";
+  for (const std::string& p : g.policies)
+    out << " " << p << " 100% | " << p << " 130% |";
+  out << " published FGD 100% | published FGD 130% |";
+  if (has_pair) out << " gpool - FGD 100% | gpool - FGD 130% |";
+  out << "\n|---|";
+  size_t cols = 2 * g.policies.size() + 2 + (has_pair ? 2 : 0);
+  for (size_t c = 0; c < cols; ++c)
+    out << "---|";
+  out << "\n";
+  size_t at_or_above = 0, pairs = 0;
+  for (const std::string& w : g.workloads) {
+    size_t seeds = 0;
+    for (const std::string& p : g.policies) {
+      if (const PolicyResult* r = g.at(results, w, p)) seeds = std::max(seeds, r->runs.size());
+    }
+    out << "| " << shortWorkload(w) << " (" << seeds << ") |";
+    for (const std::string& p : g.policies) {
+      const PolicyResult* r = g.at(results, w, p);
+      if (r == nullptr) {
+        out << " - | - |";
+      } else {
+        out << fmt(" %.2f | %.2f |", r->meanAlloc(100), r->meanAlloc(130));
+      }
+    }
+    const PublishedRow* pub = nullptr;
+    for (const PublishedRow& row : published) {
+      if (row.workload == w && row.policy == "FGD") pub = &row;
+    }
+    if (pub != nullptr) {
+      out << fmt(" %.2f | %.2f |", pub->alloc[i100], pub->alloc[i130]);
+    } else {
+      out << " - | - |";
+    }
+    if (has_pair) {
+      const PolicyResult* mine = g.at(results, w, "gpool");
+      const PolicyResult* fgd = g.at(results, w, "FGD");
+      if (mine != nullptr && fgd != nullptr) {
+        double d100 = mine->meanAlloc(100) - fgd->meanAlloc(100);
+        double d130 = mine->meanAlloc(130) - fgd->meanAlloc(130);
+        ++pairs;
+        if (d100 >= 0 && d130 >= 0) ++at_or_above;
+        out << fmt(" %+.2f | %+.2f |", d100, d130);
+      } else {
+        out << " - | - |";
+      }
+    }
+    out << "\n";
+  }
+  if (has_pair) {
+    out << "\ngpool at or above FGD at both 100% and 130% on " << at_or_above << " of " << pairs
+        << " workloads\n";
+  }
+  return out.str();
+}
+
+std::string variantsSvg(const std::vector<PolicyResult>& results, const std::string& title) {
+  VariantGrid g = gridOf(results);
+  double lo = 100;
+  for (const PolicyResult& r : results)
+    lo = std::min({lo, r.meanAlloc(100), r.meanAlloc(130)});
+  lo = std::floor(lo / 5.0) * 5.0;
+  const double row_h = 18, left = 120, right = 150, top = 50, bottom = 46, w = 820;
+  const double h = top + bottom + row_h * static_cast<double>(g.workloads.size());
+  const double pw = w - left - right;
+  auto x = [&](double v) { return left + (v - lo) / (100.0 - lo) * pw; };
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s << "<text x=\"" << left << "\" y=\"24\" font-size=\"15\">" << xmlEscape(title) << "</text>\n";
+  for (double v = lo; v <= 100.0 + 1e-9; v += 5) {
+    s << "<line x1=\"" << fmt("%.1f", x(v)) << "\" x2=\"" << fmt("%.1f", x(v)) << "\" y1=\""
+      << top - 6 << "\" y2=\"" << h - bottom << "\" stroke=\"#ddd\"/>\n";
+    s << "<text x=\"" << fmt("%.1f", x(v)) << "\" y=\"" << h - bottom + 16
+      << "\" text-anchor=\"middle\">" << fmt("%.0f", v) << "</text>\n";
+  }
+  s << "<text x=\"" << left + pw / 2 << "\" y=\"" << h - 10
+    << "\" text-anchor=\"middle\">GPU allocation (%): filled at 100% arrived, ring at "
+       "130%</text>\n";
+  for (size_t wi = 0; wi < g.workloads.size(); ++wi) {
+    double cy = top + row_h * (static_cast<double>(wi) + 0.5);
+    s << "<text x=\"" << left - 8 << "\" y=\"" << fmt("%.1f", cy + 4) << "\" text-anchor=\"end\">"
+      << xmlEscape(shortWorkload(g.workloads[wi])) << "</text>\n";
+    for (size_t pi = 0; pi < g.policies.size(); ++pi) {
+      const PolicyResult* r = g.at(results, g.workloads[wi], g.policies[pi]);
+      if (r == nullptr) continue;
+      const char* color = kColors[pi % (sizeof(kColors) / sizeof(kColors[0]))];
+      s << "<circle cx=\"" << fmt("%.1f", x(r->meanAlloc(100))) << "\" cy=\"" << fmt("%.1f", cy)
+        << "\" r=\"3.5\" fill=\"" << color << "\"/>\n";
+      s << "<circle cx=\"" << fmt("%.1f", x(r->meanAlloc(130))) << "\" cy=\"" << fmt("%.1f", cy)
+        << "\" r=\"4.5\" fill=\"none\" stroke=\"" << color << "\"/>\n";
+    }
+  }
+  for (size_t pi = 0; pi < g.policies.size(); ++pi) {
+    const char* color = kColors[pi % (sizeof(kColors) / sizeof(kColors[0]))];
+    double ly = top + 18.0 * static_cast<double>(pi);
+    s << "<circle cx=\"" << left + pw + 20 << "\" cy=\"" << ly - 4 << "\" r=\"4\" fill=\"" << color
+      << "\"/>\n";
+    s << "<text x=\"" << left + pw + 30 << "\" y=\"" << ly << "\">" << xmlEscape(g.policies[pi])
+      << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
 std::string formatComparison(const std::vector<PolicyResult>& results,
                              const std::vector<PublishedRow>& published, double tolerance_pp,
                              bool* ok_out) {

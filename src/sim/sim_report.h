@@ -43,6 +43,16 @@ std::string formatComparison(const std::vector<PolicyResult>& results,
                              const std::vector<PublishedRow>& published, double tolerance_pp,
                              bool* ok_out);
 
+// The variants table (`gpool sim fgd --variants`), in Markdown: one row per workload (in the
+// order of `results`), per policy its mean allocation % at 100% and 130% arrived, then the
+// published FGD means where `published` has them, and gpool minus FGD (ours) at both levels
+// when both ran. A last line counts the workloads where gpool is at or above FGD at both.
+std::string formatVariantsTable(const std::vector<PolicyResult>& results,
+                                const std::vector<PublishedRow>& published);
+// The same as a dot plot: one row per workload, x = allocation %, one colour per policy,
+// filled dots at 100% arrived and rings at 130%.
+std::string variantsSvg(const std::vector<PolicyResult>& results, const std::string& title);
+
 // A one-line progress bar on stderr, redrawn in place ("[#####.....] 12/70 runs").
 class ProgressBar {
  public:

@@ -11,6 +11,7 @@
 #include "sim/dynamic_replay.h"
 #include "sim/dynamic_report.h"
 #include "sim/dynamic_trace.h"
+#include "sim/pooling.h"
 
 namespace gpool::sim {
 namespace {
@@ -263,6 +264,118 @@ TEST(DynamicReplay, BundledPhillySampleRuns) {
   EXPECT_LE(r.alloc_pct, 100.0 + 1e-9);
   EXPECT_GT(r.jain, 0.0);
   EXPECT_LE(r.jain, 1.0);
+}
+
+// Four quarter-GPU jobs of 100 s, one a second, on servers of one GPU. Exclusively (FIFO) each
+// holds a whole GPU: on 1 server they run one after another (waits 0, 99, 198, 297 s), on 2 two
+// at a time (0, 0, 98, 98), on 3 the fourth waits 97 s, on 4 nobody waits. Sliced, all four
+// share one GPU at once. The target (exclusive on 4 servers) is p50 = p95 = 0, within one
+// interval (1 s): exclusive needs 4 servers, gpool 1.
+std::vector<DynJob> quarterJobs() {
+  std::vector<DynJob> jobs;
+  for (uint64_t i = 0; i < 4; ++i)
+    jobs.push_back(job(i + 1, static_cast<int64_t>(i), 100, 1, "a", 250));
+  return jobs;
+}
+
+PoolingOptions quarterOptions() {
+  PoolingOptions opt;
+  opt.server = "1:V100:32:8";
+  opt.min_servers = 1;
+  opt.max_servers = 4;
+  opt.interval_s = 1;
+  return opt;
+}
+
+TEST(Pooling, SmallestPoolKeepingTheExclusiveDelays) {
+  auto r = runPooling(quarterJobs(), quarterOptions(), "quarters");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  ASSERT_EQ(r->points.size(), 8u);
+  EXPECT_EQ(r->reference_servers, 4u);
+  EXPECT_EQ(r->gpus_per_server, 1u);
+  const PoolingPoint* one = r->find(true, 1);
+  ASSERT_NE(one, nullptr);
+  EXPECT_DOUBLE_EQ(one->result.queue_p50_s, 99);
+  EXPECT_DOUBLE_EQ(one->result.queue_p95_s, 297);
+  const PoolingPoint* two = r->find(true, 2);
+  EXPECT_DOUBLE_EQ(two->result.queue_p50_s, 0);
+  EXPECT_DOUBLE_EQ(two->result.queue_p95_s, 98);
+  EXPECT_DOUBLE_EQ(r->find(true, 3)->result.queue_p95_s, 97);
+  EXPECT_DOUBLE_EQ(r->target_p50_s, 0);
+  EXPECT_DOUBLE_EQ(r->target_p95_s, 0);
+  EXPECT_EQ(r->smallest_exclusive, 4u);
+  EXPECT_EQ(r->smallest_pooled, 1u);
+  const PoolingPoint* sliced = r->find(false, 1);
+  EXPECT_DOUBLE_EQ(sliced->result.queue_p95_s, 0);
+  // Over the arrival window [0, 3] s on 4 servers, 1, 2 then 3 jobs run: 6 job-seconds of 12
+  // GPU-seconds. Exclusive holds whole GPUs (50%) and uses a quarter of each (12.5%); sliced
+  // holds what it uses.
+  const PoolingPoint* ex4 = r->find(true, 4);
+  EXPECT_NEAR(ex4->result.alloc_pct, 50.0, 1e-9);
+  EXPECT_NEAR(ex4->result.used_pct, 12.5, 1e-9);
+  const PoolingPoint* sl4 = r->find(false, 4);
+  EXPECT_NEAR(sl4->result.alloc_pct, 12.5, 1e-9);
+  EXPECT_NEAR(sl4->result.used_pct, 12.5, 1e-9);
+  std::string table = formatPoolingTable(*r);
+  EXPECT_NE(table.find("exclusive GPUs 4 servers (4 GPUs), gpool slices 1 server (1 GPUs): 75% "
+                       "fewer GPUs"),
+            std::string::npos)
+      << table;
+  std::string json = poolingJsonLines(*r);
+  EXPECT_NE(json.find("\"smallest_exclusive_servers\":4"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"smallest_pooled_servers\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"queue_p95_s\":297"), std::string::npos) << json;
+}
+
+TEST(Pooling, ASmallerReferencePoolIsAnEasierTarget) {
+  // Against exclusive use of 2 servers (p50 0 s, p95 98 s), 2 exclusive servers are enough;
+  // 1 is not (p50 99 s).
+  PoolingOptions opt = quarterOptions();
+  opt.reference_servers = 2;
+  auto r = runPooling(quarterJobs(), opt, "quarters");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  EXPECT_DOUBLE_EQ(r->target_p95_s, 98);
+  EXPECT_EQ(r->smallest_exclusive, 2u);
+  EXPECT_EQ(r->smallest_pooled, 1u);
+}
+
+TEST(Pooling, PlotsShareOverTimeAndDelayPerPoolSize) {
+  auto r = runPooling(quarterJobs(), quarterOptions(), "quarters");
+  ASSERT_TRUE(r.ok()) << r.status().toString();
+  std::string share = poolingShareSvg(*r, 0);
+  EXPECT_EQ(share.rfind("<svg", 0), 0u);
+  size_t lines = 0;
+  for (size_t at = share.find("<polyline"); at != std::string::npos;
+       at = share.find("<polyline", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 4u);  // held and used, exclusive and sliced
+  EXPECT_NE(share.find("exclusive: held 50%"), std::string::npos) << share;
+  EXPECT_NE(share.find("gpool: used "), std::string::npos) << share;
+  EXPECT_EQ(poolingShareSvg(*r, 9), "");  // not run
+  std::string delay = poolingDelaySvg(*r);
+  EXPECT_NE(delay.find("target p95"), std::string::npos);
+  EXPECT_NE(delay.find("</svg>"), std::string::npos);
+}
+
+TEST(Pooling, RejectsBadRanges) {
+  PoolingOptions opt = quarterOptions();
+  opt.min_servers = 3;
+  opt.max_servers = 2;
+  auto r = runPooling(quarterJobs(), opt, "quarters");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("pool sizes 3..2"), std::string::npos)
+      << r.status().toString();
+  opt = quarterOptions();
+  opt.reference_servers = 7;
+  r = runPooling(quarterJobs(), opt, "quarters");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("reference pool of 7 servers"), std::string::npos);
+  opt = quarterOptions();
+  opt.server = "8:V100:lots";
+  r = runPooling(quarterJobs(), opt, "quarters");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().toString().find("--server 8:V100:lots"), std::string::npos)
+      << r.status().toString();
 }
 
 }  // namespace

@@ -211,5 +211,81 @@ TEST(FgdReport, JsonTableSvgAndComparison) {
   EXPECT_FALSE(ok);
 }
 
+// `gpool sim fgd --variants` on two small workloads: the table has one row per workload, per
+// policy the mean allocation at 100% and 130%, the published FGD where the summary has it, and
+// gpool - FGD computed from the two columns.
+TEST(FgdReport, VariantsTableAndSvgOnSmallWorkloads) {
+  TempDir dir;
+  auto nodes = *readOpenbNodes(dir.write("nodes.csv", kNodes));
+  std::vector<PolicyResult> all;
+  for (const char* name : {"openb_pod_list_tiny", "openb_pod_list_tiny2"}) {
+    auto w = loadWorkload(dir.write(std::string(name) + ".csv", kPods));
+    ASSERT_TRUE(w.ok()) << w.status().toString();
+    auto results = runPolicies(nodes, *w, {"FGD", "gpool"}, {42, 43}, FgdOptions{});
+    ASSERT_TRUE(results.ok()) << results.status().toString();
+    for (auto& r : *results)
+      all.push_back(std::move(r));
+  }
+  ASSERT_EQ(all.size(), 4u);
+  std::vector<PublishedRow> published(1);
+  published[0].workload = "openb_pod_list_tiny";
+  published[0].policy = "FGD";
+  published[0].alloc = {1, 2, 3, 41.25, 5, 6, 47.5};
+  std::string table = formatVariantsTable(all, published);
+  EXPECT_NE(table.find("| workload (seeds) | FGD 100% | FGD 130% | gpool 100% | gpool 130% | "
+                       "published FGD 100% | published FGD 130% | gpool - FGD 100% | gpool - "
+                       "FGD 130% |"),
+            std::string::npos)
+      << table;
+  auto cell = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+    return std::string(buf);
+  };
+  auto signedCell = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%+.2f", v);
+    return std::string(buf);
+  };
+  const PolicyResult& fgd = all[0];
+  const PolicyResult& mine = all[1];
+  std::string row = "| tiny (2) | " + cell(fgd.meanAlloc(100)) + " | " + cell(fgd.meanAlloc(130)) +
+                    " | " + cell(mine.meanAlloc(100)) + " | " + cell(mine.meanAlloc(130)) +
+                    " | 41.25 | 47.50 | " + signedCell(mine.meanAlloc(100) - fgd.meanAlloc(100)) +
+                    " | " + signedCell(mine.meanAlloc(130) - fgd.meanAlloc(130)) + " |";
+  EXPECT_NE(table.find(row), std::string::npos) << row << "\nin\n" << table;
+  EXPECT_NE(table.find("| tiny2 (2) | "), std::string::npos) << table;
+  EXPECT_NE(table.find(" - | - |"), std::string::npos) << table;  // tiny2 is not published
+  EXPECT_NE(table.find(" of 2 workloads"), std::string::npos) << table;
+
+  // Hand-made means: gpool 0.5 above FGD at 100% and 0.25 below at 130%.
+  auto flat = [](const std::string& policy, double at100, double at130) {
+    PolicyResult r;
+    r.workload = "openb_pod_list_hand";
+    r.policy = policy;
+    SeedRun run;
+    run.alloc_pct.assign(kMaxLevel + 1, 0);
+    run.alloc_pct[100] = at100;
+    run.alloc_pct[130] = at130;
+    r.runs.push_back(run);
+    return r;
+  };
+  std::string hand = formatVariantsTable({flat("FGD", 95.0, 96.0), flat("gpool", 95.5, 95.75)}, {});
+  EXPECT_NE(hand.find("| hand (1) | 95.00 | 96.00 | 95.50 | 95.75 | - | - | +0.50 | -0.25 |"),
+            std::string::npos)
+      << hand;
+  EXPECT_NE(hand.find("at or above FGD at both 100% and 130% on 0 of 1 workloads"),
+            std::string::npos)
+      << hand;
+
+  std::string svg = variantsSvg(all, "variants");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  size_t circles = 0;
+  for (size_t at = svg.find("<circle"); at != std::string::npos; at = svg.find("<circle", at + 1))
+    ++circles;
+  EXPECT_EQ(circles, 2u * 2u * 2u + 2u);  // (workload, policy) x (100%, 130%) + legend
+  EXPECT_NE(svg.find(">tiny2<"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpool::sim
