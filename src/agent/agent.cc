@@ -18,6 +18,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/sys_util.h"
+#include "agent/unix_user.h"
 #include "api/json_reader.h"
 #include "common/units.h"
 #include "gpu/gpu_types.h"
@@ -94,6 +95,32 @@ protocol::Telemetry telemetryMessage(const gpu::TelemetrySample& sample) {
     out.gpus.push_back(std::move(g));
   }
   return out;
+}
+
+// The directory holding a slice task's vgpu regions (docs/vgpu-shm.md, "Files and access"):
+// only the task's user and root may reach its files. It belongs to the agent (mode 0700), so the
+// task can neither list it nor replace the limits file in it, and the task's user gets search
+// permission through an ACL. On a filesystem without ACLs the directory is given to the task's
+// user instead: still private to that user, but then the task could swap its own limits file
+// for another (as it could unset LD_PRELOAD); the agent's backstop holds either way.
+// `user` is null when the agent is not root: its tasks then run as the agent's own user.
+Status makeRegionDir(const std::string& dir, const UnixUser* user) {
+  GPOOL_RETURN_IF_ERROR(removeTree(dir));  // a stale one of an earlier attempt
+  if (::mkdir(dir.c_str(), 0700) != 0) return errnoStatus("cannot create", dir, errno);
+  if (user == nullptr) return Status::ok();
+  if (!grantSearchToUser(dir, user->uid).isOk() &&
+      ::chown(dir.c_str(), user->uid, user->gid) != 0) {
+    Status s = errnoStatus("cannot give " + user->name + " access to", dir, errno);
+    (void)removeTree(dir);
+    return s;
+  }
+  return Status::ok();
+}
+
+// Deletes a region's files and, when it is the last one there, its task directory.
+void removeRegion(const std::string& path) {
+  vgpu::ShmRegion::remove(path);
+  ::rmdir(path.substr(0, path.rfind('/')).c_str());
 }
 
 // What the launcher runs for `entry`; its GPUs are resolved against the inventory by the caller.
@@ -638,16 +665,32 @@ void Agent::startTask(TaskEntry entry) {
     }
     Status made = makeDirs(options_.vgpu_dir, 0755);
     if (!made.isOk()) return fail(made);
+    // The task's user owns the usage part and may enter the region's directory; the limits
+    // stay the agent's. An agent that is not root runs tasks as itself.
+    std::optional<UnixUser> owner;
+    if (::geteuid() == 0) {
+      Result<UnixUser> user = lookupUnixUser(launch.user);
+      if (!user.ok()) return fail(user.status());
+      owner = std::move(user).value();
+    }
+    const std::string dir = options_.vgpu_dir + "/" + name;
+    Status dir_made = makeRegionDir(dir, owner ? &*owner : nullptr);
+    if (!dir_made.isOk()) return fail(dir_made);
     vgpu::RegionConfig rc;
     rc.quota_bytes = launch.slice->memory_mib * 1024 * 1024;
     rc.share_permille = launch.slice->compute;
     rc.device_index = 0;  // the slice's GPU is CUDA device 0 inside the task
     rc.device_uuid = g->uuid;
-    std::string path = options_.vgpu_dir + "/" + name + ".gpu" + std::to_string(g->index);
+    if (owner) {
+      rc.usage_uid = owner->uid;
+      rc.usage_gid = launch.gid.value_or(owner->gid);
+    }
+    std::string path = dir + "/gpu" + std::to_string(g->index);
     auto region = vgpu::ShmRegion::create(path, rc);
-    if (!region.ok()) return fail(region.status());
-    // Tasks run as their user and must map the region read-write.
-    (void)::chmod(path.c_str(), 0666);
+    if (!region.ok()) {
+      (void)removeTree(dir);
+      return fail(region.status());
+    }
     launch.slice->shm_path = path;
     launch.slice->interposer = options_.interposer_path;
     t.regions.push_back(path);
@@ -690,7 +733,7 @@ void Agent::reportTask(Tracked& t) {
   t.reported_once = true;
   if (isTerminal(t.info.status.state)) {
     for (const std::string& path : t.regions)
-      ::unlink(path.c_str());
+      removeRegion(path);
     t.regions.clear();
   }
 }
@@ -748,7 +791,7 @@ void Agent::simulateTenants(gpu::TelemetrySample& sample) {
         if (!region.ok()) continue;
         const vgpu::ShmHeader* h = region->header();
         if (h->launches_total.load() == 0 && region->usedBytes() == 0) continue;
-        uint32_t share = std::max<uint32_t>(1, h->share_permille.load());
+        uint32_t share = std::max<uint32_t>(1, region->limits()->share_permille.load());
         load = std::min(1.0, h->measured_permille.load() / static_cast<double>(share));
         memory = region->usedBytes() / (1024 * 1024);
       }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -112,6 +113,32 @@ Status makeDirs(const std::string& path, mode_t mode) {
     if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) {
       return errnoStatus("cannot create directory", cur, errno);
     }
+  }
+  return Status::ok();
+}
+
+Status grantSearchToUser(const std::string& path, uid_t uid) {
+  // The kernel's "system.posix_acl_access" value (linux/posix_acl_xattr.h): a little-endian
+  // version 2 header, then {tag u16, perm u16, id u32} entries sorted by tag. No libacl needed.
+  constexpr uint16_t kUserObj = 0x01, kUser = 0x02, kGroupObj = 0x04, kMask = 0x10, kOther = 0x20;
+  constexpr uint32_t kNoId = 0xffffffffu;
+  struct Entry {
+    uint16_t tag;
+    uint16_t perm;
+    uint32_t id;
+  };
+  const Entry entries[] = {{kUserObj, 7, kNoId},
+                           {kUser, 1, static_cast<uint32_t>(uid)},
+                           {kGroupObj, 0, kNoId},
+                           {kMask, 1, kNoId},
+                           {kOther, 0, kNoId}};
+  unsigned char value[4 + sizeof(entries)];
+  const uint32_t version = 2;
+  std::memcpy(value, &version, 4);  // x86-64 and aarch64 are little-endian like the format
+  std::memcpy(value + 4, entries, sizeof(entries));
+  static_assert(sizeof(Entry) == 8);
+  if (::setxattr(path.c_str(), "system.posix_acl_access", value, sizeof(value), 0) != 0) {
+    return errnoStatus("cannot give uid " + std::to_string(uid) + " access by ACL to", path, errno);
   }
   return Status::ok();
 }

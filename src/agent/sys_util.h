@@ -29,6 +29,12 @@ Result<std::string> readFile(const std::string& path);
 // mkdir -p with `mode` for the directories it creates.
 Status makeDirs(const std::string& path, mode_t mode = 0755);
 
+// Lets one other user, `uid`, reach the files in directory `path` by name (search permission)
+// through a POSIX ACL (user::rwx, user:<uid>:--x, group::---, mask::--x, other::---), while
+// only the directory's owner may list or change it. An error naming the path when the
+// filesystem keeps no ACLs (EOPNOTSUPP) or the call fails.
+Status grantSearchToUser(const std::string& path, uid_t uid);
+
 // Removes `path` and everything under it; OK when it does not exist.
 Status removeTree(const std::string& path);
 

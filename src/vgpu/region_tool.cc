@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(h->peak_bytes.load()),
                 static_cast<unsigned long long>(h->oom_count.load()));
     std::printf("share_permille %u\nallowed_permille %u\nmeasured_permille %u\n",
-                h->share_permille.load(), h->allowed_permille.load(), h->measured_permille.load());
+                r->limits()->share_permille.load(), h->allowed_permille.load(),
+                h->measured_permille.load());
     std::printf("device_permille %u\nlaunches_total %llu\nthrottled_us_total %llu\n",
                 h->device_permille.load(),
                 static_cast<unsigned long long>(h->launches_total.load()),

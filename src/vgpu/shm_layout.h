@@ -1,9 +1,11 @@
 #pragma once
 
-// The shared-memory region one task has on one GPU: the binary layout, version 1. The agent
-// creates the file (ShmRegion::create) and every process of the task maps it (ShmRegion::open).
-// docs/vgpu-shm.md documents every field; changing the layout means bumping kShmVersion.
-// Plain data only: no pointers, no CUDA types, identical in every process that maps it.
+// The shared-memory region one task has on one GPU: the binary layout, version 2. A region is two
+// files the agent creates (ShmRegion::create): the limits part (ShmLimits), which only the agent
+// writes and the task maps read-only, and the usage part (ShmHeader), which every process of the
+// task maps read-write. docs/vgpu-shm.md documents every field and who may write it; changing
+// either part's layout means bumping kShmVersion. Plain data only: no pointers, no CUDA types,
+// identical in every process that maps it.
 
 #include <pthread.h>
 
@@ -12,8 +14,9 @@
 
 namespace gpool::vgpu {
 
-inline constexpr std::uint64_t kShmMagic = 0x3130555047565047ULL;  // "GPVGPU01" in memory
-inline constexpr std::uint32_t kShmVersion = 1;
+inline constexpr std::uint64_t kShmMagic = 0x3230555047565047ULL;        // "GPVGPU02" in memory
+inline constexpr std::uint64_t kShmLimitsMagic = 0x32304d4c47565047ULL;  // "GPVGLM02" in memory
+inline constexpr std::uint32_t kShmVersion = 2;
 inline constexpr int kShmMaxSlots = 128;
 inline constexpr int kShmUuidLen = 96;
 
@@ -35,13 +38,16 @@ struct alignas(64) ShmSlot {
   std::atomic<std::uint64_t> launches;         // kernel and graph launches by this process
 };
 
-struct ShmHeader {
+// The limits part: what the agent decided for the task. Its file belongs to the agent's user and
+// is read-only for everyone else, so no process of the task can change its own quota (the
+// interposer maps it PROT_READ from a read-only descriptor).
+struct ShmLimits {
   // Identity, written once by create.
-  std::uint64_t magic;
+  std::uint64_t magic;  // kShmLimitsMagic
   std::uint32_t version;
-  std::uint32_t header_size;  // sizeof(ShmHeader) of the writer
-  std::uint32_t slot_count;
-  std::uint32_t device_index;     // CUDA ordinal this region governs (informational)
+  std::uint32_t header_size;   // sizeof(ShmLimits) of the writer
+  std::uint32_t device_index;  // CUDA ordinal this region governs (informational)
+  std::uint32_t reserved0;
   char device_uuid[kShmUuidLen];  // "GPU-..." as NVML prints it; empty = match by index
 
   // Policy: the agent may change these at any time; readers load them relaxed.
@@ -50,7 +56,19 @@ struct ShmHeader {
   std::atomic<std::uint32_t> share_permille;  // compute share, 1..1000
   std::atomic<std::uint32_t> policy;          // SharePolicy
   std::atomic<std::uint32_t> control_period_us;
-  std::atomic<std::uint32_t> reserved0;
+  std::atomic<std::uint32_t> reserved1;
+};
+
+// The usage part: what the task's processes share among themselves (ledger, limiter state, one
+// slot per process). Its file belongs to the task's user; every process of the task writes it,
+// so readers assume nothing of its contents beyond the identity open() checks.
+struct ShmHeader {
+  // Identity, written once by create.
+  std::uint64_t magic;  // kShmMagic
+  std::uint32_t version;
+  std::uint32_t header_size;  // sizeof(ShmHeader) of the writer
+  std::uint32_t slot_count;
+  std::uint32_t reserved0;
 
   // Memory ledger. `lock` is a process-shared robust mutex: a holder that dies leaves it in
   // EOWNERDEAD state and the next locker recomputes total_bytes from the slots.

@@ -16,6 +16,7 @@ namespace gpool::vgpu {
 namespace {
 
 constexpr std::size_t kRegionSize = sizeof(ShmHeader);
+constexpr std::size_t kLimitsSize = sizeof(ShmLimits);
 
 Status errnoStatus(const std::string& what, const std::string& path) {
   return Status::ioError(what + " " + path + ": " + std::strerror(errno));
@@ -58,6 +59,54 @@ bool processAlive(std::int32_t pid, std::uint64_t start_time) {
   return start_time == 0 || now_start == start_time;
 }
 
+namespace {
+
+// Creates `size` zeroed bytes under a temporary name next to `path`, owned by `uid`:`gid` (-1:
+// the caller's) with `mode`, and maps them read-write. *tmp receives the temporary name; the
+// caller renames it into place once initialised, so no reader ever maps a half-written part.
+Result<void*> createPart(const std::string& path, std::size_t size, mode_t mode, std::int64_t uid,
+                         std::int64_t gid, std::string* tmp) {
+  *tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp->c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return errnoStatus("cannot create region", *tmp);
+  auto fail = [&](const std::string& what) {
+    Status s = errnoStatus(what, *tmp);
+    ::close(fd);
+    ::unlink(tmp->c_str());
+    return s;
+  };
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return fail("cannot size region");
+  if ((uid >= 0 || gid >= 0) &&
+      ::fchown(fd, static_cast<uid_t>(uid), static_cast<gid_t>(gid)) != 0) {
+    return fail("cannot give the region to uid " + std::to_string(uid) + ":");
+  }
+  if (::fchmod(fd, mode) != 0) return fail("cannot set the mode of region");
+  void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mem == MAP_FAILED) return fail("cannot map region");
+  ::close(fd);
+  std::memset(mem, 0, size);
+  return mem;
+}
+
+// Opens and maps one part of an existing region: read-only or read-write.
+Result<void*> openPart(const std::string& path, std::size_t size, bool writable) {
+  int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return errnoStatus("cannot open region", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < size) {
+    ::close(fd);
+    return Status::failedPrecondition("region " + path + " is too small for layout version " +
+                                      std::to_string(kShmVersion));
+  }
+  void* mem =
+      ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mem == MAP_FAILED) return errnoStatus("cannot map region", path);
+  return mem;
+}
+
+}  // namespace
+
 Result<ShmRegion> ShmRegion::create(const std::string& path, const RegionConfig& config) {
   if (config.share_permille == 0 || config.share_permille > 1000) {
     return Status::invalidArgument("share_permille must be in 1..1000 for region " + path);
@@ -65,36 +114,18 @@ Result<ShmRegion> ShmRegion::create(const std::string& path, const RegionConfig&
   if (config.device_uuid.size() >= kShmUuidLen) {
     return Status::invalidArgument("device uuid too long for region " + path);
   }
-  // Build the file under a temporary name and rename it into place, so that a process opening
-  // `path` never sees a half-initialised region.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return errnoStatus("cannot create region", tmp);
-  ::fchmod(fd, 0666);  // processes of the task may run as another user than the agent
-  if (::ftruncate(fd, static_cast<off_t>(kRegionSize)) != 0) {
-    Status s = errnoStatus("cannot size region", tmp);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  void* mem = ::mmap(nullptr, kRegionSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (mem == MAP_FAILED) {
-    ::unlink(tmp.c_str());
-    return errnoStatus("cannot map region", tmp);
-  }
-  std::memset(mem, 0, kRegionSize);
-  auto* h = new (mem) ShmHeader;
+  const std::string usage_path = usagePath(path);
+  const std::string limits_path = limitsPath(path);
+
+  // The usage part: the task's user maps it read-write, nobody else may open it.
+  std::string usage_tmp;
+  Result<void*> usage_mem =
+      createPart(usage_path, kRegionSize, 0600, config.usage_uid, config.usage_gid, &usage_tmp);
+  if (!usage_mem.ok()) return usage_mem.status();
+  auto* h = new (*usage_mem) ShmHeader;
   h->version = kShmVersion;
   h->header_size = static_cast<std::uint32_t>(sizeof(ShmHeader));
   h->slot_count = kShmMaxSlots;
-  h->device_index = config.device_index;
-  std::memcpy(h->device_uuid, config.device_uuid.data(), config.device_uuid.size());
-  h->quota_bytes.store(config.quota_bytes);
-  h->context_bytes.store(config.context_bytes);
-  h->share_permille.store(config.share_permille);
-  h->policy.store(static_cast<std::uint32_t>(config.policy));
-  h->control_period_us.store(config.control_period_us == 0 ? 100000 : config.control_period_us);
   h->allowed_permille.store(config.share_permille);
   h->cost_ns.store(100000);  // 100 us per launch until measured
   pthread_mutexattr_t attr;
@@ -103,53 +134,100 @@ Result<ShmRegion> ShmRegion::create(const std::string& path, const RegionConfig&
   pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
   pthread_mutex_init(&h->lock, &attr);
   pthread_mutexattr_destroy(&attr);
-  // The magic goes last: open() rejects a region whose magic is missing.
+  // The magic goes last: open() rejects a part whose magic is missing.
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kShmMagic;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = errnoStatus("cannot move region into place at", path);
-    ::munmap(mem, kRegionSize);
-    ::unlink(tmp.c_str());
+
+  // The limits part: the creator's file, readable by whoever reaches the directory (the agent
+  // puts it in a directory only the task's user can enter) and writable by nobody else.
+  std::string limits_tmp;
+  Result<void*> limits_mem = createPart(limits_path, kLimitsSize, 0444, -1, -1, &limits_tmp);
+  if (!limits_mem.ok()) {
+    ::munmap(h, kRegionSize);
+    ::unlink(usage_tmp.c_str());
+    return limits_mem.status();
+  }
+  auto* l = new (*limits_mem) ShmLimits;
+  l->version = kShmVersion;
+  l->header_size = static_cast<std::uint32_t>(sizeof(ShmLimits));
+  l->device_index = config.device_index;
+  std::memcpy(l->device_uuid, config.device_uuid.data(), config.device_uuid.size());
+  l->quota_bytes.store(config.quota_bytes);
+  l->context_bytes.store(config.context_bytes);
+  l->share_permille.store(config.share_permille);
+  l->policy.store(static_cast<std::uint32_t>(config.policy));
+  l->control_period_us.store(config.control_period_us == 0 ? 100000 : config.control_period_us);
+  std::atomic_thread_fence(std::memory_order_release);
+  l->magic = kShmLimitsMagic;
+
+  ShmRegion region(l, h);
+  if (::rename(usage_tmp.c_str(), usage_path.c_str()) != 0) {
+    Status s = errnoStatus("cannot move region into place at", usage_path);
+    ::unlink(usage_tmp.c_str());
+    ::unlink(limits_tmp.c_str());
     return s;
   }
-  return ShmRegion(h);
+  if (::rename(limits_tmp.c_str(), limits_path.c_str()) != 0) {
+    Status s = errnoStatus("cannot move region into place at", limits_path);
+    ::unlink(limits_tmp.c_str());
+    ::unlink(usage_path.c_str());
+    return s;
+  }
+  return region;
 }
 
 Result<ShmRegion> ShmRegion::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return errnoStatus("cannot open region", path);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < kRegionSize) {
-    ::close(fd);
-    return Status::failedPrecondition("region " + path + " is too small for layout version " +
-                                      std::to_string(kShmVersion));
+  const std::string limits_path = limitsPath(path);
+  Result<void*> limits_mem = openPart(limits_path, kLimitsSize, /*writable=*/false);
+  if (!limits_mem.ok()) return limits_mem.status();
+  auto* l = static_cast<ShmLimits*>(*limits_mem);
+  // From here on the region owns the mappings (and unmaps them on any error return).
+  ShmRegion region(l, nullptr);
+  if (l->magic != kShmLimitsMagic || l->version != kShmVersion ||
+      l->header_size != sizeof(ShmLimits)) {
+    return Status::failedPrecondition("region " + limits_path + " has an unknown magic or version");
   }
-  void* mem = ::mmap(nullptr, kRegionSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (mem == MAP_FAILED) return errnoStatus("cannot map region", path);
-  auto* h = static_cast<ShmHeader*>(mem);
+  const std::string usage_path = usagePath(path);
+  Result<void*> usage_mem = openPart(usage_path, kRegionSize, /*writable=*/true);
+  if (!usage_mem.ok()) return usage_mem.status();
+  region.header_ = static_cast<ShmHeader*>(*usage_mem);
+  const ShmHeader* h = region.header_;
   if (h->magic != kShmMagic || h->version != kShmVersion || h->header_size != sizeof(ShmHeader)) {
-    ::munmap(mem, kRegionSize);
-    return Status::failedPrecondition("region " + path + " has an unknown magic or version");
+    return Status::failedPrecondition("region " + usage_path + " has an unknown magic or version");
   }
-  return ShmRegion(h);
+  return region;
 }
 
-ShmRegion::ShmRegion(ShmRegion&& other) noexcept : header_(other.header_) {
+void ShmRegion::remove(const std::string& path) {
+  ::unlink(limitsPath(path).c_str());
+  ::unlink(usagePath(path).c_str());
+}
+
+ShmRegion::ShmRegion(ShmRegion&& other) noexcept : limits_(other.limits_), header_(other.header_) {
+  other.limits_ = nullptr;
   other.header_ = nullptr;
 }
 
 ShmRegion& ShmRegion::operator=(ShmRegion&& other) noexcept {
   if (this != &other) {
-    if (header_ != nullptr) ::munmap(header_, kRegionSize);
+    unmap();
+    limits_ = other.limits_;
     header_ = other.header_;
+    other.limits_ = nullptr;
     other.header_ = nullptr;
   }
   return *this;
 }
 
 ShmRegion::~ShmRegion() {
+  unmap();
+}
+
+void ShmRegion::unmap() {
+  if (limits_ != nullptr) ::munmap(limits_, kLimitsSize);
   if (header_ != nullptr) ::munmap(header_, kRegionSize);
+  limits_ = nullptr;
+  header_ = nullptr;
 }
 
 void ShmRegion::lockLedger() {
@@ -255,7 +333,7 @@ bool ShmRegion::reserve(int slot, std::uint64_t bytes) {
   bool ok = false;
   for (int pass = 0; pass < 2 && !ok; ++pass) {
     if (pass == 1 && reapLocked() == 0) break;
-    const std::uint64_t quota = header_->quota_bytes.load(std::memory_order_relaxed);
+    const std::uint64_t quota = limits_->quota_bytes.load(std::memory_order_relaxed);
     const std::uint64_t total = header_->total_bytes.load(std::memory_order_relaxed);
     if (total <= quota && bytes <= quota - total) {
       s.used_bytes.store(s.used_bytes.load(std::memory_order_relaxed) + bytes,

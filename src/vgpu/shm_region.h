@@ -17,22 +17,37 @@ struct RegionConfig {
   std::uint32_t control_period_us = 100000;  // limiter control period
   std::uint32_t device_index = 0;
   std::string device_uuid;  // may be empty
+  // Owner of the usage part: the task's user, whose processes map it read-write. -1: the
+  // creator's own (an agent that is not root runs tasks as itself).
+  std::int64_t usage_uid = -1;
+  std::int64_t usage_gid = -1;
 };
 
-// A mapping of one task's region on one GPU (layout in shm_layout.h, docs/vgpu-shm.md).
+// A mapping of one task's region on one GPU (layout in shm_layout.h, docs/vgpu-shm.md): two files
+// named after the region's path, `<path>.limits` (the agent's: mode 0444, written only by its
+// creator) and `<path>.usage` (the task user's: mode 0600).
 //
-// Ownership: owns the mapping, unmapped on destruction; the file outlives it (the agent deletes
-// it when the task ends). Move-only.
+// Ownership: owns both mappings, unmapped on destruction; the files outlive it (the agent deletes
+// them with remove() when the task ends). Move-only.
 // Thread-safety: every method may be called from any thread of any process mapping the region.
 // Ledger changes take the header's robust mutex; a process dying while holding it does not
 // block others: the next locker repairs the ledger (see lockLedger). Reads are lock-free.
 // Errors: create/open return a Status naming the path; the hot-path methods cannot fail.
 class ShmRegion {
  public:
-  // Creates (or atomically replaces) the region file at `path` and maps it. Used by the agent.
+  // Creates (or atomically replaces) both files of the region at `path` and maps them; the
+  // limits stay writable through this mapping only. Used by the agent (which must be root to
+  // give the usage part to another user: config.usage_uid).
   static Result<ShmRegion> create(const std::string& path, const RegionConfig& config);
-  // Maps an existing region; fails on a bad magic, version or size.
+  // Maps an existing region: the limits read-only (from a read-only descriptor, so not even
+  // mprotect can make them writable), the usage read-write. Fails on a missing file or a bad
+  // magic, version or size, naming the file.
   static Result<ShmRegion> open(const std::string& path);
+  // The two files of the region at `path`.
+  static std::string limitsPath(const std::string& path) { return path + ".limits"; }
+  static std::string usagePath(const std::string& path) { return path + ".usage"; }
+  // Deletes both files of the region at `path`; missing files are not an error.
+  static void remove(const std::string& path);
 
   ShmRegion(ShmRegion&& other) noexcept;
   ShmRegion& operator=(ShmRegion&& other) noexcept;
@@ -40,7 +55,10 @@ class ShmRegion {
   ShmRegion& operator=(const ShmRegion&) = delete;
   ~ShmRegion();
 
+  // The usage part (ledger, limiter, slots).
   ShmHeader* header() const { return header_; }
+  // The limits part: read-only for everyone but the agent that created it.
+  const ShmLimits* limits() const { return limits_; }
 
   // Claims a slot for process `pid` (reaping dead processes when full). Returns the slot index,
   // or -1 when every slot belongs to a live process.
@@ -64,18 +82,21 @@ class ShmRegion {
   int reapDead();
 
   std::uint64_t usedBytes() const { return header_->total_bytes.load(std::memory_order_acquire); }
-  std::uint64_t quotaBytes() const { return header_->quota_bytes.load(std::memory_order_relaxed); }
+  std::uint64_t quotaBytes() const { return limits_->quota_bytes.load(std::memory_order_relaxed); }
 
   // Test hook: takes the ledger lock and never releases it (the caller then dies).
   void lockLedgerForTest();
 
  private:
-  explicit ShmRegion(ShmHeader* header) : header_(header) {}
+  ShmRegion(ShmLimits* limits, ShmHeader* header) : limits_(limits), header_(header) {}
   void lockLedger();
   void unlockLedger();
   int reapLocked();
   void recomputeTotalLocked();
 
+  void unmap();
+
+  ShmLimits* limits_ = nullptr;
   ShmHeader* header_ = nullptr;
 };
 

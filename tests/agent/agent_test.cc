@@ -540,14 +540,16 @@ TEST_F(AgentTest, SliceTaskGetsAVgpuRegion) {
   json e = entry(6, 1, {"env", "exit", "0"});
   e["launch"]["slice"] = {{"memory_mib", 1024}, {"compute_milli", 250}};
   agent_->handle(desired({e}));
-  std::string region = tmp_.file("vgpu") + "/6.0.gpu0";
+  std::string region = tmp_.file("vgpu") + "/6.0/gpu0";
   waitEnd("6.0");
   std::string env = testing::readOr(launcher_->taskDir("6.0") + "/stdout.log");
   EXPECT_NE(env.find("GPOOL_VGPU_REGIONS=" + region), std::string::npos) << env;
   agent_->tick();
-  // The region is removed once the exit is reported.
+  // The region (both parts and its directory) is removed once the exit is reported.
   struct stat st;
-  EXPECT_NE(::stat(region.c_str(), &st), 0);
+  EXPECT_NE(::stat((region + ".limits").c_str(), &st), 0);
+  EXPECT_NE(::stat((region + ".usage").c_str(), &st), 0);
+  EXPECT_NE(::stat(tmp_.file("vgpu/6.0").c_str(), &st), 0);
 }
 
 // read_log (what gpoold relays for a task on another server) answers log_data with the bytes of

@@ -38,6 +38,7 @@
 #include "api/job_spec.h"
 #include "controller/raw_http.h"
 #include "net/client.h"
+#include "vgpu/shm_region.h"
 
 namespace gpool::controller {
 namespace {
@@ -164,6 +165,8 @@ class AgentEndToEndTest : public ::testing::Test {
   // More [controller] keys for gpoold.toml, and more sections after it.
   virtual std::string extraConfig() const { return ""; }
   virtual std::string extraSections() const { return ""; }
+  // More gpool-agent arguments.
+  virtual std::vector<std::string> extraAgentArgs() const { return {}; }
   // The agent's GPUs.
   virtual std::string fixture() {
     return std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
@@ -196,12 +199,24 @@ class AgentEndToEndTest : public ::testing::Test {
       ASSERT_FALSE(line.empty()) << "gpoold did not start";
       if (line.rfind("metrics ", 0) == 0) metrics_address_ = line.substr(8);
     }
-    agent_ = spawn(
-        {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", "n1", "--unix-socket",
-         socket_, "--state-dir", dir_.file("state"), "--fake-fixture", fixture(), "--supervisor",
-         std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor", "--vgpu-dir",
-         dir_.file("vgpu"), "--no-cgroups"},
-        false);
+    std::vector<std::string> agent_args{
+        std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent",
+        "--node",
+        "n1",
+        "--unix-socket",
+        socket_,
+        "--state-dir",
+        dir_.file("state"),
+        "--fake-fixture",
+        fixture(),
+        "--supervisor",
+        std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
+        "--vgpu-dir",
+        dir_.file("vgpu"),
+        "--no-cgroups"};
+    for (const std::string& a : extraAgentArgs())
+      agent_args.push_back(a);
+    agent_ = spawn(agent_args, false);
     ASSERT_GT(agent_.pid, 0);
     http_ = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(socket_),
                                               std::chrono::seconds(10));
@@ -223,12 +238,13 @@ class AgentEndToEndTest : public ::testing::Test {
 
   // Submits `command` (through /bin/sh -c) as the test user, over the socket with its uid.
   int64_t submitAsUser(const std::string& command, uint32_t gpus_milli = 1000,
-                       std::map<std::string, std::string> env = {}) {
+                       std::map<std::string, std::string> env = {}, uint64_t gpu_memory_mib = 0) {
     api::JobSpec spec;
     spec.name = "e2e";
     spec.command = {"/bin/sh", "-c", command};
     spec.working_dir = dir_.path();
     spec.resources.gpus_milli = gpus_milli;
+    spec.resources.gpu_memory_mib = gpu_memory_mib;
     spec.env = std::move(env);
     std::string body = api::toJson(spec).dump();
     std::string request =
@@ -754,6 +770,102 @@ TEST_F(TwoNodePoolTest, ANodeWhoseAgentDiedGetsNoNewWork) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(eventually([&] { return job(id).value("state", "") == "COMPLETED"; }))
       << job(id).dump();
+}
+
+// Slices through the real daemons with the interposer (issue 20, items 1-3). The tasks reach the
+// fake libcuda and fake NVML through LD_LIBRARY_PATH and share one simulated GPU state file.
+class SliceEnforcementTest : public AgentEndToEndTest {
+ protected:
+  void SetUp() override {
+    if (::access(interposer().c_str(), R_OK) != 0) {
+      GTEST_SKIP() << "no interposer built (no CUDA headers): " << interposer();
+    }
+    AgentEndToEndTest::SetUp();
+  }
+  static std::string interposer() {
+    return std::string(GPOOL_BINARY_DIR) + "/src/vgpu/libgpool-vgpu.so";
+  }
+  static std::string client() { return std::string(GPOOL_BINARY_DIR) + "/tests/vgpu/vgpu_client"; }
+  std::vector<std::string> extraAgentArgs() const override {
+    return {"--interposer", interposer()};
+  }
+  // What a slice task needs to reach the simulated GPU (16 GiB) through the fakes.
+  std::map<std::string, std::string> fakeGpuEnv() const {
+    return {{"LD_LIBRARY_PATH", std::string(GPOOL_BINARY_DIR) + "/tests/fakes/lib"},
+            {"GPOOL_FAKE_GPU_STATE", dir_.file("fake-gpu-state")},
+            {"GPOOL_FAKE_GPU_MEMORY_MIB", "16384"}};
+  }
+  // Runs `vgpu_client - tamper REGION` as `uid`:`gid` and returns its "key value" lines.
+  std::map<std::string, std::string> tamperAs(uid_t uid, gid_t gid, const std::string& region) {
+    Child child = spawn({client(), "-", "tamper", region}, true, uid, gid);
+    std::map<std::string, std::string> out;
+    for (std::string line = readLine(child.out); !line.empty(); line = readLine(child.out)) {
+      const size_t space = line.find(' ');
+      out[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
+    }
+    int status = 0;
+    ::waitpid(child.pid, &status, 0);
+    if (child.out) ::fclose(child.out);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return out;
+  }
+};
+
+// Defect D4 of the December trial: any user could rewrite another user's slice limits (the
+// region was one 0666 file), and the task itself could raise its own quota. Now the region's
+// directory is reachable only by the task's user (and root), the limits part is the agent's
+// and read-only, and the interposer still holds the task to its quota.
+TEST_F(SliceEnforcementTest, OtherUsersCannotReachARegionAndTheTaskCannotRaiseItsQuota) {
+  const char* kOther = "gpool-test-bob";
+  std::string why = ensureUser(kOther);
+  if (!why.empty()) GTEST_SKIP() << why;
+  const passwd* other = ::getpwnam(kOther);
+  ASSERT_NE(other, nullptr);
+  const uid_t other_uid = other->pw_uid;
+  const gid_t other_gid = other->pw_gid;
+
+  // A quarter of a GPU with 1 GiB: the task attacks its own region, allocates 256 MiB at a time
+  // until refused, then says where its region is and waits.
+  const std::string ready = dir_.file("region");
+  const std::string command = client() + " - tamper \"$GPOOL_VGPU_REGIONS\" > " +
+                              dir_.file("task-tamper") + " && " + client() +
+                              " direct fill 256 1 > " + dir_.file("fill") +
+                              " && echo \"$GPOOL_VGPU_REGIONS\" > " + ready + ".tmp && mv " +
+                              ready + ".tmp " + ready + " && exec sleep 1000";
+  int64_t id = submitAsUser(command, 250, fakeGpuEnv(), 1024);
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(eventually([&] { return !slurp(ready).empty(); }))
+      << job(id).dump() << "\n"
+      << slurp(dir_.file("task-tamper")) << slurp(dir_.file("fill"));
+  std::string region = slurp(ready);
+  region.pop_back();  // the newline
+
+  // The task reads both parts and writes its usage, but cannot change its limits in any way.
+  const std::string task = slurp(dir_.file("task-tamper"));
+  for (const char* line :
+       {"read_limits ok\n", "map_limits_writable EACCES\n", "mprotect_limits_writable EACCES\n",
+        "write_limits EACCES\n", "chmod_limits EPERM\n", "read_usage ok\n", "write_usage ok\n",
+        "replace_limits EACCES\n", "create_in_dir EACCES\n", "quota_bytes 1073741824\n"}) {
+    EXPECT_NE(task.find(line), std::string::npos) << "the task: missing '" << line << "' in\n"
+                                                  << task;
+  }
+  // The interposer still enforces the quota: four 256 MiB allocations, the fifth refused.
+  EXPECT_NE(slurp(dir_.file("fill")).find("allocated 4\nerrors 0\n"), std::string::npos)
+      << slurp(dir_.file("fill"));
+
+  // Another local user reaches nothing of it.
+  std::map<std::string, std::string> seen = tamperAs(other_uid, other_gid, region);
+  for (const char* attempt : {"read_limits", "write_limits", "chmod_limits", "read_usage",
+                              "write_usage", "replace_limits", "create_in_dir", "quota_bytes"}) {
+    EXPECT_EQ(seen[attempt], "EACCES") << kOther << ": " << attempt;
+  }
+  auto opened = vgpu::ShmRegion::open(region);
+  ASSERT_TRUE(opened.ok()) << opened.status().toString();
+  EXPECT_EQ(opened->quotaBytes(), 1024ull << 20);
+
+  auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+  ASSERT_TRUE(cancel.ok());
+  EXPECT_TRUE(waitState(id, "CANCELLED"));
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
-// Fuzz target: the interposer's shared region (src/vgpu, docs/vgpu-shm.md) as its readers meet
-// it. A task's processes map the region read-write, so any of them can leave any bytes in it;
-// the interposer of every other process of the task, and the agent, must still read it without
-// crashing, overflowing or corrupting the ledger.
+// Fuzz target: the interposer's shared region (src/vgpu, docs/vgpu-shm.md, layout version 2) as
+// its readers meet it. A task's processes map the region's usage part read-write, so any of them
+// can leave any bytes in it; the interposer of every other process of the task, and the agent,
+// must still read it without crashing, overflowing or corrupting the ledger. The limits part is
+// the agent's and read-only for the task, so it is not patched.
 //
 // The input is: a region configuration (what the agent creates), then byte patches written over
-// the created file (what a process of the task may scribble), then a sequence of operations that
+// the usage file (what a process of the task may scribble), then a sequence of operations that
 // the interposer performs on the opened region: attach, reserve, release, force-reserve,
 // reconcile, detach, reap, launch admission and the compute controller's step. The robust mutex
 // of the ledger is left out of the patches: a process that can write the region can always hold
@@ -68,7 +69,7 @@ void operate(ShmRegion& region, FuzzedDataProvider& in) {
         const std::uint64_t bytes = in.ConsumeIntegral<std::uint64_t>();
         // A reservation of 0 bytes is granted without looking at the ledger.
         if (region.reserve(slot, bytes) && bytes > 0 &&
-            h->total_bytes.load() > h->quota_bytes.load()) {
+            h->total_bytes.load() > region.quotaBytes()) {
           fail("reserve succeeded past the quota");
         }
         break;
@@ -90,9 +91,10 @@ void operate(ShmRegion& region, FuzzedDataProvider& in) {
         // One period of the compute controller, with the region's policy as the interposer
         // reads it and a measurement from the input.
         vgpu::ControlInput c;
-        c.share_permille = h->share_permille.load();
-        c.policy = static_cast<vgpu::SharePolicy>(h->policy.load());
-        c.period_ns = static_cast<std::int64_t>(h->control_period_us.load()) * 1000;
+        const vgpu::ShmLimits* limits = region.limits();
+        c.share_permille = limits->share_permille.load();
+        c.policy = static_cast<vgpu::SharePolicy>(limits->policy.load());
+        c.period_ns = static_cast<std::int64_t>(limits->control_period_us.load()) * 1000;
         c.task_util = in.ConsumeProbability<double>();
         c.device_util = in.ConsumeProbability<double>();
         c.launches = in.ConsumeIntegral<std::uint32_t>();
@@ -111,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpool;
   using namespace gpool::fuzz;
   static const std::string path = scratchDir() + "/region";
+  static const std::string usage_path = ShmRegion::usagePath(path);
   FuzzedDataProvider in(data, size);
 
   vgpu::RegionConfig config;
@@ -130,7 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     }
   }
-  patch(path, in);
+  patch(usage_path, in);
   Result<ShmRegion> opened = ShmRegion::open(path);
   if (!opened.ok()) {
     if (opened.status().code() != StatusCode::kFailedPrecondition) {

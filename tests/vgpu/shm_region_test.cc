@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +30,7 @@ class ShmRegionTest : public ::testing::Test {
     path_ = dir_ + "/region";
   }
   void TearDown() override {
+    ShmRegion::remove(path_);
     ::unlink(path_.c_str());
     ::rmdir(dir_.c_str());
   }
@@ -47,18 +51,46 @@ TEST_F(ShmRegionTest, CreateThenOpenSeesTheSameConfig) {
   auto b = ShmRegion::open(path_);
   ASSERT_TRUE(b.ok()) << b.status().message();
   EXPECT_EQ(b->quotaBytes(), 100 * kMiB);
-  EXPECT_EQ(b->header()->share_permille.load(), 500u);
+  EXPECT_EQ(b->limits()->share_permille.load(), 500u);
+  EXPECT_EQ(b->limits()->version, kShmVersion);
   EXPECT_EQ(b->header()->version, kShmVersion);
+}
+
+// The limits are the creator's and read-only for everyone else; the usage part is private to
+// its owner. (Other users and the task's own attempts, through the real daemons: agent_e2e_test's
+// SliceEnforcementTest.)
+TEST_F(ShmRegionTest, LimitsAreReadOnlyAndUsageIsPrivate) {
+  ShmRegion a = make(100 * kMiB);
+  struct stat limits {};
+  struct stat usage {};
+  ASSERT_EQ(::stat(ShmRegion::limitsPath(path_).c_str(), &limits), 0);
+  ASSERT_EQ(::stat(ShmRegion::usagePath(path_).c_str(), &usage), 0);
+  EXPECT_EQ(limits.st_mode & 07777, 0444u);
+  EXPECT_EQ(usage.st_mode & 07777, 0600u);
+  auto b = ShmRegion::open(path_);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  // The opener maps the limits from a read-only descriptor: the mapping cannot be made
+  // writable (a write through it would fault).
+  void* limits_page = const_cast<ShmLimits*>(b->limits());
+  errno = 0;
+  EXPECT_EQ(::mprotect(limits_page, sizeof(ShmLimits), PROT_READ | PROT_WRITE), -1);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_EQ(a.quotaBytes(), 100 * kMiB);
 }
 
 TEST_F(ShmRegionTest, OpenRejectsMissingOrForeignFiles) {
   EXPECT_FALSE(ShmRegion::open(dir_ + "/missing").ok());
-  FILE* f = std::fopen(path_.c_str(), "w");
-  std::fputs("not a region", f);
-  std::fclose(f);
-  auto r = ShmRegion::open(path_);
-  EXPECT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find(path_), std::string::npos);
+  for (const std::string& part : {ShmRegion::limitsPath(path_), ShmRegion::usagePath(path_)}) {
+    ShmRegion::remove(path_);
+    { ShmRegion made = make(kMiB); }
+    ::unlink(part.c_str());
+    FILE* f = std::fopen(part.c_str(), "w");
+    std::fputs("not a region", f);
+    std::fclose(f);
+    auto r = ShmRegion::open(path_);
+    EXPECT_FALSE(r.ok()) << part;
+    EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
+  }
 }
 
 TEST_F(ShmRegionTest, ReservesUpToTheQuotaExactlyAndReleases) {

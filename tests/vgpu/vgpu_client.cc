@@ -5,11 +5,19 @@
 //   procaddr  dlsym of cuGetProcAddress_v2 only, then cuGetProcAddress_v2 for every entry point,
 //             as the CUDA runtime does (per-thread-stream variants for launches)
 // and runs the scenario in argv[2]. Output is "key value" lines on stdout.
+// `vgpu_client - tamper REGION` loads no driver: it tries, as whoever runs it, every way to read
+// or change the region at REGION (docs/vgpu-shm.md) and prints each outcome (ok or the errno).
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
 
 #include <atomic>
 #include <cstdint>
@@ -21,6 +29,7 @@
 #include <vector>
 
 #include "vgpu/nvml_abi.h"
+#include "vgpu/shm_layout.h"
 
 #undef cuGetProcAddress
 
@@ -566,6 +575,69 @@ int rtldNext() {
   return 0;
 }
 
+// Every way a local user (or the task itself) might read or change a task's region. Each line
+// is "<attempt> ok" or "<attempt> <errno name>"; `quota_bytes` is what the limits say after all
+// the attempts (or the errno of reading them). An attempt that succeeds is undone where it can
+// be, but a write of the quota (raising it to 1 TiB) is real: it is what the test must see
+// refused.
+int tamper(const std::string& region) {
+  const std::string limits = region + ".limits";
+  const std::string usage = region + ".usage";
+  const std::string dir = region.substr(0, region.rfind('/'));
+  auto report = [](const char* what, bool ok) {
+    std::printf("%s %s\n", what, ok ? "ok" : strerrorname_np(errno));
+  };
+  constexpr off_t kQuota = offsetof(gpool::vgpu::ShmLimits, quota_bytes);
+  const std::uint64_t raised = 1ull << 40;
+  int fd = ::open(limits.c_str(), O_RDONLY | O_CLOEXEC);
+  report("read_limits", fd >= 0);
+  if (fd >= 0) {
+    // A read-only descriptor: neither a writable shared mapping nor mprotect may give write.
+    void* w =
+        ::mmap(nullptr, sizeof(gpool::vgpu::ShmLimits), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    report("map_limits_writable", w != MAP_FAILED);
+    if (w != MAP_FAILED) ::munmap(w, sizeof(gpool::vgpu::ShmLimits));
+    void* r = ::mmap(nullptr, sizeof(gpool::vgpu::ShmLimits), PROT_READ, MAP_SHARED, fd, 0);
+    if (r != MAP_FAILED) {
+      report("mprotect_limits_writable",
+             ::mprotect(r, sizeof(gpool::vgpu::ShmLimits), PROT_READ | PROT_WRITE) == 0);
+      ::munmap(r, sizeof(gpool::vgpu::ShmLimits));
+    }
+    ::close(fd);
+  }
+  fd = ::open(limits.c_str(), O_RDWR | O_CLOEXEC);
+  report("write_limits",
+         fd >= 0 && ::pwrite(fd, &raised, sizeof(raised), kQuota) == sizeof(raised));
+  if (fd >= 0) ::close(fd);
+  report("chmod_limits", ::chmod(limits.c_str(), 0666) == 0);
+  fd = ::open(usage.c_str(), O_RDONLY | O_CLOEXEC);
+  report("read_usage", fd >= 0);
+  if (fd >= 0) ::close(fd);
+  fd = ::open(usage.c_str(), O_RDWR | O_CLOEXEC);
+  report("write_usage", fd >= 0);
+  if (fd >= 0) ::close(fd);
+  const std::string moved = limits + ".moved";
+  const bool renamed = ::rename(limits.c_str(), moved.c_str()) == 0;
+  report("replace_limits", renamed);
+  if (renamed) (void)::rename(moved.c_str(), limits.c_str());
+  const std::string planted = dir + "/planted";
+  fd = ::open(planted.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  report("create_in_dir", fd >= 0);
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(planted.c_str());
+  }
+  fd = ::open(limits.c_str(), O_RDONLY | O_CLOEXEC);
+  std::uint64_t quota = 0;
+  if (fd >= 0 && ::pread(fd, &quota, sizeof(quota), kQuota) == sizeof(quota)) {
+    std::printf("quota_bytes %llu\n", static_cast<unsigned long long>(quota));
+  } else {
+    std::printf("quota_bytes %s\n", strerrorname_np(errno));
+  }
+  if (fd >= 0) ::close(fd);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -574,6 +646,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (std::string(argv[2]) == "rtldnext") return rtldNext();
+  if (std::string(argv[2]) == "tamper" && argc >= 4) return tamper(argv[3]);
   const std::string how = argv[1];
   g = how == "direct" ? loadDirect() : how == "dlsym" ? loadDlsym() : loadProcAddress();
   const std::string what = argv[2];

@@ -19,6 +19,7 @@ using gpool::vgpu::AllocRecord;
 using gpool::vgpu::ProcLookup;
 using gpool::vgpu::resolveProc;
 using gpool::vgpu::ShmHeader;
+using gpool::vgpu::ShmLimits;
 using gpool::vgpu::tryAcquireLaunch;
 namespace shim = gpool::vgpu::shim;
 using shim::Region;
@@ -68,7 +69,7 @@ bool adjust(Region* r, std::uint64_t estimated, std::uint64_t actual) {
 void chargeContextOnce(int device) {
   Region* r = shim::regionFor(device);
   if (r == nullptr || r->context_charged.exchange(true)) return;
-  const std::uint64_t bytes = r->header->context_bytes.load(std::memory_order_relaxed);
+  const std::uint64_t bytes = r->limits->context_bytes.load(std::memory_order_relaxed);
   // The context exists already; a quota smaller than it must not break the program, so this
   // charge may exceed the quota (further allocations then fail with OUT_OF_MEMORY).
   const int slot = shim::slotOf(r);
@@ -528,7 +529,7 @@ Region* regionForNvml(nvmlDevice_t device) {
   const bool have_index = r.nvml.nvmlDeviceGetIndex != nullptr &&
                           r.nvml.nvmlDeviceGetIndex(device, &index) == NVML_SUCCESS;
   for (int i = 0; i < r.region_count; ++i) {
-    ShmHeader* h = r.regions[i].header;
+    const ShmLimits* h = r.regions[i].limits;
     if (h == nullptr) continue;
     if (h->device_uuid[0] != '\0' ? (have_uuid && std::strcmp(h->device_uuid, uuid) == 0)
                                   : (have_index && index == h->device_index)) {

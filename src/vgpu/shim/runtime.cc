@@ -117,6 +117,7 @@ void loadRegions(Runtime* r) {
       if (opened.ok()) {
         r->regions[index].shm = new ShmRegion(std::move(opened).value());
         r->regions[index].header = r->regions[index].shm->header();
+        r->regions[index].limits = r->regions[index].shm->limits();
       } else {
         // Fail closed would break every CUDA program on a bad path; fail loudly instead.
         const std::string msg = "gpool-vgpu: " + opened.status().message() + "; device " +
@@ -233,7 +234,7 @@ void waitForBudget(Region* r) {
   const std::int64_t start = monotonicUs();
   for (;;) {
     ensureWatcher();
-    const std::int64_t period = h->control_period_us.load(std::memory_order_relaxed);
+    const std::int64_t period = r->limits->control_period_us.load(std::memory_order_relaxed);
     sleepUs(std::max<std::int64_t>(100, std::min<std::int64_t>(1000, period / 8)));
     if (tryAcquireLaunch(h)) break;
     // Without a live controller nobody refills the budget: never wait forever for it.
@@ -261,7 +262,7 @@ struct ControllerLocal {
 };
 
 nvmlDevice_t nvmlDeviceFor(Runtime& r, int index) {
-  ShmHeader* h = r.regions[index].header;
+  const ShmLimits* h = r.regions[index].limits;
   nvmlDevice_t dev = nullptr;
   // A copy that surely ends within the field: any process of the task can write the region.
   char uuid[kShmUuidLen + 1] = {};
@@ -301,8 +302,8 @@ void controlTick(Runtime& r, int index, ControllerLocal* local, std::int64_t per
   local->last_launches = launches;
 
   ControlInput in;
-  in.share_permille = h->share_permille.load(std::memory_order_relaxed);
-  in.policy = static_cast<SharePolicy>(h->policy.load(std::memory_order_relaxed));
+  in.share_permille = reg.limits->share_permille.load(std::memory_order_relaxed);
+  in.policy = static_cast<SharePolicy>(reg.limits->policy.load(std::memory_order_relaxed));
   in.period_ns = period_us * 1000;
   in.launches = delta;
   // NVML timestamps are wall-clock microseconds.
@@ -372,10 +373,11 @@ void* watcherMain(void*) {
     for (int i = 0; i < r.region_count; ++i) {
       ShmHeader* h = r.regions[i].header;
       if (h == nullptr) continue;
-      period_us = std::min<std::int64_t>(period_us, h->control_period_us.load());
+      const ShmLimits* limits = r.regions[i].limits;
+      period_us = std::min<std::int64_t>(period_us, limits->control_period_us.load());
       // Lease: the controller renews every period; others take over 3 periods after it stops.
       const std::int64_t now = monotonicUs();
-      const std::int64_t p = h->control_period_us.load();
+      const std::int64_t p = limits->control_period_us.load();
       std::int32_t owner = h->controller_pid.load();
       std::int64_t until = h->controller_lease_until_us.load();
       bool mine = owner == me;

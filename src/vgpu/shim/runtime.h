@@ -89,8 +89,9 @@ struct RealNvml {
 // A task's region on one device plus this process's slot in it.
 struct Region {
   ShmRegion* shm = nullptr;
-  ShmHeader* header = nullptr;
-  std::atomic<int> slot{-1};  // attached lazily; -1 after fork
+  ShmHeader* header = nullptr;        // usage part
+  const ShmLimits* limits = nullptr;  // limits part (read-only)
+  std::atomic<int> slot{-1};          // attached lazily; -1 after fork
   std::atomic<bool> context_charged{false};
 };
 
