@@ -262,6 +262,10 @@ Status Agent::start() {
       }
     }
     t.reported = t.info.status.state;
+    // An ended task without its assignment is never reported (nothing to match it to): only
+    // the retention keeps it.
+    if (!t.has_assignment && isTerminal(t.info.status.state))
+      t.end_acknowledged = clock_.monotonic();
     std::string name = t.info.name;
     tasks_.emplace(name, std::move(t));
   }
@@ -307,6 +311,11 @@ json Agent::helloMessage() {
   last_seq_in_ = 0;
   hello_sent_ = clock_.monotonic();
   heartbeats_sent_.clear();
+  // The hello (seq 1) reports every end not acknowledged yet.
+  for (auto& [name, t] : tasks_) {
+    t.end_sent_seq =
+        t.has_assignment && isTerminal(t.info.status.state) && !t.end_acknowledged ? 1 : 0;
+  }
   // Level-triggered: a new connection gets telemetry and the health findings again at the next
   // tick (the controller starts every GPU of a (re)registered node healthy).
   last_telemetry_.reset();
@@ -435,6 +444,9 @@ Status Agent::onLease(const protocol::Lease& m) {
   }
   fence_->recordContact(sent->second);
   heartbeats_sent_.erase(heartbeats_sent_.begin(), std::next(sent));
+  // The controller answers a connection's messages in order: what left before the heartbeat
+  // has been handled.
+  handledThrough(m.renews - 1);
   fenced_ = false;
   publishLease();
   return Status::ok();
@@ -450,6 +462,8 @@ void Agent::publishLease() {
 
 Status Agent::onDesiredState(protocol::DesiredState m, int64_t seq) {
   GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(m.node_epoch));
+  // The controller sends the desired state once it has handled the hello's tasks.
+  handledThrough(1);
   std::set<std::string> desired;
   for (const TaskEntry& e : m.tasks)
     desired.insert(protocol::taskName(e.assignment));
@@ -728,6 +742,10 @@ void Agent::reportTask(Tracked& t) {
   protocol::TaskUpdate update{taskReport(t)};
   update.report.name.clear();  // the assignment names it
   if (t.stopping && isTerminal(t.info.status.state)) update.report.stop_reason = t.stop_reason;
+  // The first report of the end on this connection is the one whose handling acknowledges it.
+  if (isTerminal(t.info.status.state) && !t.end_acknowledged && t.end_sent_seq == 0) {
+    t.end_sent_seq = seq_out_ + 1;
+  }
   send(update);
   t.reported = t.info.status.state;
   t.reported_once = true;
@@ -757,6 +775,41 @@ void Agent::refreshTasks() {
     TaskEntry entry = std::move(pending_[name]);
     pending_.erase(name);
     startTask(std::move(entry));
+  }
+}
+
+void Agent::handledThrough(int64_t seq) {
+  const Micros now = clock_.monotonic();
+  for (auto& [name, t] : tasks_) {
+    if (t.end_sent_seq > 0 && t.end_sent_seq <= seq && !t.end_acknowledged) {
+      t.end_acknowledged = now;
+    }
+  }
+}
+
+void Agent::removeRetiredTasks() {
+  constexpr size_t kMaxRemovalsPerTick = 256;
+  std::vector<std::pair<Micros, std::string>> retired;  // (acknowledged at, name)
+  for (const auto& [name, t] : tasks_) {
+    if (t.end_acknowledged && isTerminal(t.info.status.state) && !pending_.count(name)) {
+      retired.emplace_back(*t.end_acknowledged, name);
+    }
+  }
+  if (retired.empty()) return;
+  std::sort(retired.begin(), retired.end());
+  const Micros now = clock_.monotonic();
+  const size_t excess = retired.size() > options_.max_retained_tasks
+                            ? retired.size() - options_.max_retained_tasks
+                            : 0;
+  size_t removed = 0;
+  for (size_t i = 0; i < retired.size() && removed < kMaxRemovalsPerTick; ++i) {
+    const auto& [acknowledged, name] = retired[i];
+    if (i >= excess && now - acknowledged < options_.task_retention) break;  // sorted: none left
+    Status s = launcher_.remove(name);
+    if (!s.isOk() && s.code() != StatusCode::kNotFound) continue;  // tried again next tick
+    ::unlink(assignmentPath(name).c_str());
+    tasks_.erase(name);
+    ++removed;
   }
 }
 
@@ -930,6 +983,7 @@ void Agent::tick() {
   Micros mono = clock_.monotonic();
   refreshTasks();
   fenceTasks();
+  removeRetiredTasks();
   writeJobMapping();
   if (!last_heartbeat_ || mono - *last_heartbeat_ >= options_.heartbeat_interval) {
     last_heartbeat_ = mono;

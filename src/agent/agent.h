@@ -52,6 +52,14 @@ struct AgentOptions {
   // requeueable ones (false), or every task (true). A task that is not fenced keeps running
   // when the node is cut off; the controller then never starts it elsewhere (NODE_FAIL).
   bool fence_all_tasks = false;
+  // How long the directory of an ended task (its logs, for `gpool logs`) is kept once the
+  // controller has acknowledged the task's end, counted from that acknowledgement (after an
+  // agent restart, from the acknowledgement of the re-reported end); then it is removed.
+  Micros task_retention{std::chrono::hours(24)};
+  // At most this many ended, acknowledged task directories are kept: beyond it the oldest
+  // acknowledged go first, whatever the retention. Bounds the state directory's disk use and
+  // what the agent reads and lists in `hello` after a restart.
+  size_t max_retained_tasks = 10'000;
   Micros heartbeat_interval{5'000'000};
   Micros telemetry_interval{10'000'000};
   // How long a process must stay unowned on a GPU before the kill policy acts on it.
@@ -117,6 +125,10 @@ class Agent {
     std::optional<StopReason> stopping;
     std::string stop_reason;  // "cancelled", "preempted", "timeout", "fenced"
     TaskInfo info;
+    // Its end: the seq of the message of this connection that reported it (0: not yet on this
+    // connection), and when the controller acknowledged it (monotonic).
+    int64_t end_sent_seq = 0;
+    std::optional<Micros> end_acknowledged;
     std::vector<std::string> regions;  // vgpu region files to delete at the end
     std::vector<std::string> gpus;     // the UUIDs of its GPUs
     // What it does on simulated GPUs (simulateTenants): its compute share of each GPU, how
@@ -155,6 +167,15 @@ class Agent {
   protocol::TaskReport taskReport(const Tracked& t) const;
 
   void fenceTasks();
+  // The controller has handled every message this connection sent up to `seq`: the ends they
+  // reported are acknowledged. Until the protocol acknowledges ends one by one (issue 19 defect
+  // 4), "handled" is what the connection's order shows: a `lease` answers a heartbeat that
+  // left after them, and a `desired_state` follows the handling of the `hello`'s tasks.
+  void handledThrough(int64_t seq);
+  // Removes the directories (and assignment files) of ended tasks whose end was acknowledged
+  // longer than task_retention ago, and of the oldest acknowledged beyond max_retained_tasks;
+  // at most kMaxRemovalsPerTick per call, so that a backlog does not stall the agent.
+  void removeRetiredTasks();
   // On simulated GPUs the telemetry follows the tasks that run there (docs/gpu-backends.md):
   // utilisation, memory, power and temperature from their interposer regions where they have
   // used the GPU, else from their declared load; each task shows as a process on its GPUs.

@@ -60,6 +60,8 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
     a.fail("fence_tasks", "must be \"requeueable\" or \"all\", not '" + fence + "'");
   }
   s.fence_all_tasks = fence == "all";
+  s.task_retention_s = a.getDuration("task_retention", s.task_retention_s);
+  s.task_retention_max = a.getInt("task_retention_max", s.task_retention_max, 0, 100'000'000);
 
   if (!s.controller.empty() && !s.unix_socket.empty()) {
     a.fail("unix_socket", "give agent.controller (TLS) or agent.unix_socket, not both");

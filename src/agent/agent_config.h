@@ -41,6 +41,10 @@ struct AgentSettings {
   // fence_tasks: which tasks stop when the node's lease ends without renewal: "requeueable"
   // (false: the others keep running, NODE_FAIL) or "all" (true).
   bool fence_all_tasks = false;
+  // task_retention: how long an ended task's directory (its logs) is kept after the controller
+  // acknowledged its end; task_retention_max: at most this many such directories.
+  int64_t task_retention_s = 24 * 3600;
+  int64_t task_retention_max = 10'000;
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> labels;
   bool fence_all_tasks = false;
   bool allow_root_tasks = false;  // the config file's only: no flag runs tasks as root
+  agent::AgentSettings defaults;  // task_retention*: the config file's only
+  int64_t task_retention_s = defaults.task_retention_s;
+  int64_t task_retention_max = defaults.task_retention_max;
   if (!config_path.empty()) {
     Result<agent::AgentSettings> file = agent::readAgentSettings(config_path);
     if (!file.ok()) {
@@ -130,6 +133,8 @@ int main(int argc, char** argv) {
     labels = file->labels;
     fence_all_tasks = file->fence_all_tasks;
     allow_root_tasks = file->allow_root_tasks;
+    task_retention_s = file->task_retention_s;
+    task_retention_max = file->task_retention_max;
   }
   if (node_name.empty()) {
     std::fprintf(stderr, "gpool-agent: give this node's name: --node NAME or agent.node\n");
@@ -182,6 +187,8 @@ int main(int argc, char** argv) {
   // The supervisors of fenced tasks watch it (docs/agent-protocol.md, "Leases and fencing").
   options.lease_file = state_dir + "/lease";
   options.fence_all_tasks = fence_all_tasks;
+  options.task_retention = Micros(task_retention_s * 1'000'000);
+  options.max_retained_tasks = static_cast<size_t>(task_retention_max);
   options.vgpu_dir = vgpu_dir;
   options.interposer_path = interposer;
   options.hpc_job_mapping_dir = hpc_job_mapping_dir;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,8 +76,12 @@ class AgentTest : public ::testing::Test {
     if (!parent_.empty()) testing::removeCgroupParent(layout_, parent_);
   }
 
-  std::unique_ptr<Agent> newAgent(bool kill_strays = false) {
+  std::unique_ptr<Agent> newAgent(bool kill_strays = false,
+                                  Micros task_retention = std::chrono::hours(24),
+                                  size_t max_retained_tasks = 10'000) {
     AgentOptions o;
+    o.task_retention = task_retention;
+    o.max_retained_tasks = max_retained_tasks;
     o.node_name = "node-a";
     o.hpc_job_mapping_dir = tmp_.file("hpc-jobs");
     o.state_dir = tmp_.file("agent");
@@ -398,6 +403,64 @@ TEST_F(AgentTest, ReconnectReadoptsRunningTasksAndReReportsExits) {
   EXPECT_EQ(updates[1]["body"]["state"], "exited");
   EXPECT_EQ(updates[1]["body"]["exit_code"], 0);
   EXPECT_EQ(launcher_->info("1.0")->status.state, TaskState::kRunning);
+}
+
+// Issue 19 defect 7: task directories were never removed (15,211 directories, 477 MB after
+// 27 minutes, all listed in every hello). An ended task's directory goes once the controller
+// has acknowledged its end and the retention has passed; never before the acknowledgement.
+TEST_F(AgentTest, EndedTaskDirectoriesAreRemovedOnceAcknowledgedAndRetained) {
+  agent_ = newAgent(false, Micros(10'000'000));
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"exit", "0"}), entry(2, 1, {"wait"})}));
+  waitEnd("1.0");
+  agent_->tick();  // reports the end (unless the start already did) and a heartbeat
+  std::vector<json> beats = take(*agent_, "heartbeat");
+  ASSERT_EQ(beats.size(), 1u);
+  const std::string dir = launcher_->taskDir("1.0");
+  // Longer than the retention, but nothing acknowledged the end yet: it stays.
+  clock_.advance(Micros(20'000'000));
+  agent_->tick();
+  EXPECT_TRUE(std::filesystem::exists(dir));
+  beats = take(*agent_, "heartbeat");
+  ASSERT_EQ(beats.size(), 1u);
+  // The answer to a heartbeat sent after the end's report: the controller handled it.
+  agent_->handle(message("lease", {{"node_epoch", 1},
+                                   {"valid_until", toUnixMicros(clock_.now()) + 60'000'000},
+                                   {"renews", beats[0]["seq"]}}));
+  agent_->tick();
+  EXPECT_TRUE(std::filesystem::exists(dir)) << "removed before its retention";
+  clock_.advance(Micros(10'000'001));
+  agent_->tick();
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  EXPECT_FALSE(std::filesystem::exists(tmp_.file("agent") + "/1.0.assignment.json"));
+  // The running task is untouched, and a hello lists it alone.
+  EXPECT_TRUE(std::filesystem::exists(launcher_->taskDir("2.0")));
+  json hello = agent_->helloMessage();
+  ASSERT_EQ(hello["body"]["tasks"].size(), 1u);
+  EXPECT_EQ(hello["body"]["tasks"][0]["assignment"]["job_id"], 2);
+}
+
+// The count bound: beyond task_retention_max the oldest acknowledged go first, whatever the
+// retention; ends reported in a hello are acknowledged by the desired state that answers it.
+TEST_F(AgentTest, AtMostTheRetentionMaximumOfEndedTasksIsKept) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"exit", "0"})}));
+  waitEnd("1.0");
+  clock_.advance(Micros(1'000'000));
+  agent_->handle(desired({entry(1, 1, {"exit", "0"}), entry(2, 1, {"exit", "0"})}));
+  waitEnd("2.0");
+  agent_.reset();
+  agent_ = newAgent(false, std::chrono::hours(24), 1);
+  json hello = agent_->helloMessage();
+  ASSERT_EQ(hello["body"]["tasks"].size(), 2u);
+  welcome(*agent_, 2);
+  agent_->tick();
+  EXPECT_TRUE(std::filesystem::exists(launcher_->taskDir("1.0"))) << "not acknowledged yet";
+  agent_->handle(desired({}, 2));  // answers the hello: its ends were handled
+  agent_->tick();
+  int left = std::filesystem::exists(launcher_->taskDir("1.0")) +
+             std::filesystem::exists(launcher_->taskDir("2.0"));
+  EXPECT_EQ(left, 1);
 }
 
 TEST_F(AgentTest, SelfFencingStopsRequeueableTasksAndRefusesNewStarts) {

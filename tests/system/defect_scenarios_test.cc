@@ -288,6 +288,44 @@ TEST_F(SystemTest, ExitCodesAreKeptWhenTheAgentsDiskIsFull) {
   ASSERT_TRUE(pool_->agentDisk(0)->free().isOk());
 }
 
+// Defect 7: task directories were never removed (15,211 after 27 minutes, 477 MB, all read and
+// listed again at every reconnect). With a retention of 1 s they go once their ends are
+// acknowledged: the agent's task directory empties, and a restarted agent reports no dead task.
+TEST_F(SystemTest, EndedTaskDirectoriesAreRemovedAfterTheirRetention) {
+  PoolOptions options;
+  options.agent_keys = {"task_retention = \"1s\""};
+  ASSERT_NO_FATAL_FAILURE(startPool(options));
+  std::vector<Submission> subs = pool_->submit(plans("short", 20, 100, 0, 250, false, "h0"));
+  ASSERT_EQ(acked(subs), 20);
+  ASSERT_TRUE(pool_->waitAllFinished(seconds(60)).isOk());
+  CheckResult r = judge(subs);
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_EQ(r.final_states["COMPLETED"], 20) << r.summary();
+  const std::string tasks = pool_->agentStateDir(0) + "/tasks";
+  auto count = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(tasks, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec))
+      ++n;
+    return n;
+  };
+  const bool emptied = waitFor([&] { return count() == 0; }, seconds(20), milliseconds(100));
+  figures_.values["jobs"] = 20;
+  figures_.values["task_dirs_left"] = count();
+  EXPECT_TRUE(emptied) << count() << " task directories left in " << tasks;
+  // A restarted agent has no dead task to read again or to report.
+  const int empty_hellos = pool_->gpooldLogLines(", 0 tasks reported)");
+  ASSERT_TRUE(pool_->agent(0).kill().isOk());
+  ++faults_;
+  const uint64_t mark = pool_->gpooldLogMark();
+  const int64_t restarted = realNowUs();
+  ASSERT_TRUE(pool_->restartAgent(0).isOk());
+  ASSERT_GE(recoverySeconds(pool_->node(0), mark, restarted), 0);
+  EXPECT_EQ(pool_->gpooldLogLines(", 0 tasks reported)"), empty_hellos + 1)
+      << "the restarted agent reported dead tasks";
+}
+
 // Defect 9: a full or read-only store answered 500 and refused submissions were not logged. It
 // is an expected condition: 503 with Retry-After and a message naming it, and a log line.
 TEST_F(SystemTest, StoreFailuresAnswer503WithRetryAfter) {
