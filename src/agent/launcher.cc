@@ -244,8 +244,13 @@ Result<std::vector<TaskInfo>> Launcher::adoptAll() {
 
 Result<TaskStatus> Launcher::wait(const std::string& name, std::chrono::milliseconds timeout) {
   GPOOL_ASSIGN_OR_RETURN(TaskInfo info, refresh(name));
-  if (isTerminal(info.status.state)) return info.status;
+  // The end can be read from the end record while the supervisor is still writing status.json:
+  // wait for the supervisor to exit too, so that what the caller does next (remove the task's
+  // folder) does not race its last write.
+  const bool ended = isTerminal(info.status.state);
+  if (ended && !info.supervisor_alive) return info.status;
   if (info.status.supervisor_pid == 0) {
+    if (ended) return info.status;
     return Status::failedPrecondition("task " + name + " has no supervisor yet");
   }
   int pidfd = openPidFd(info.status.supervisor_pid);
@@ -258,6 +263,7 @@ Result<TaskStatus> Launcher::wait(const std::string& name, std::chrono::millisec
       } while (rc < 0 && errno == EINTR);
       if (rc == 0) {
         ::close(pidfd);
+        if (ended) return info.status;
         return Status::deadlineExceeded("task " + name + " still running after " +
                                         std::to_string(timeout.count()) + " ms");
       }

@@ -253,8 +253,9 @@ Result<Inventory> NvmlBackend::inventory() {
   // taken as a switch (NVSwitch systems are the common case of links to non-GPUs).
   for (size_t k = 0; k < devices.size(); ++k) {
     for (const auto& [bus, count] : untyped_to[k]) {
-      bool is_peer = std::any_of(inv.gpus.begin(), inv.gpus.end(),
-                                 [&](const GpuInfo& g) { return sameBusId(g.pci_bus_id, bus); });
+      bool is_peer =
+          std::any_of(inv.gpus.begin(), inv.gpus.end(),
+                      [&, &bus = bus](const GpuInfo& g) { return sameBusId(g.pci_bus_id, bus); });
       if (is_peer) {
         links_to[k][bus] += count;
       } else {

@@ -298,7 +298,7 @@ Result<sched::SchedulerConfig> scenarioConfig(const Scenario& s) {
       GPOOL_ASSIGN_OR_RETURN(*out, parseDuration(value));
       return Status::ok();
     };
-    auto flag = [&, &value = value](bool* out) -> Status {
+    auto flag = [&, &key = key, &value = value](bool* out) -> Status {
       if (value != "true" && value != "false") {
         return Status::invalidArgument(key + ": expected true or false");
       }

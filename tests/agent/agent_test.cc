@@ -318,7 +318,10 @@ TEST_F(AgentTest, StaleLeaseEpochsAreRefused) {
   EXPECT_EQ(updates[0]["body"]["assignment"]["lease_epoch"], 9);
   EXPECT_EQ(updates[0]["body"]["state"], "exited");
   EXPECT_EQ(updates[1]["body"]["assignment"]["lease_epoch"], 10);
-  EXPECT_EQ(updates[1]["body"]["state"], "running");
+  // Launched by this tick: "starting" until its supervisor has started it (a loaded machine),
+  // then "running"; never an end.
+  const std::string replacement = updates[1]["body"]["state"];
+  EXPECT_TRUE(replacement == "running" || replacement == "starting") << replacement;
 }
 
 // Issue 19 defect 3: after the store was restored from a backup, job 2 of the restored store

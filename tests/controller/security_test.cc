@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -452,6 +453,13 @@ TEST_F(SecurityTest, RootIsServedWhileUsersHoldEveryConnectionTheyMay) {
 // limit), the accept loop takes the waiting connections with a spare descriptor, closing
 // unprivileged ones, so that root's connection behind them is served instead of hanging.
 TEST_F(SecurityTest, RootIsServedWhenTheServerRunsOutOfDescriptors) {
+  // Under ASan+UBSan the sanitizer runtime itself needs descriptors (its memory-readability
+  // check behind UBSan's vptr test opens a pipe), so a gpoold out of them reports a false
+  // "invalid vptr" inside fmt and exits; the release phase runs this test.
+  const char* sanitized = std::getenv("GPOOL_SANITIZED");
+  if (sanitized != nullptr && std::string(sanitized) == "1") {
+    GTEST_SKIP() << "the sanitizer runtime needs file descriptors this test exhausts";
+  }
   UnixUser a;
   std::string why = ensureUnixUser("gpsec-user", &a);
   if (!why.empty()) GTEST_SKIP() << why;
