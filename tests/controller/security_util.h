@@ -23,6 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/plain_http.h"
+
 // What the tests of gpoold's security boundaries share (tests/controller/security_test.cc,
 // authz_matrix_test.cc): real Unix users made with useradd, connections to gpoold's socket made
 // as one of them, and a small HTTP/1.1 client over such a connection. Header-only, plain system
@@ -110,12 +112,8 @@ inline int connectAs(uid_t uid, gid_t gid, const std::string& path) {
   return got;
 }
 
-struct RawResponse {
-  int status = 0;                              // 0: no answer (see error)
-  std::map<std::string, std::string> headers;  // names lower-cased
-  std::string body;
-  std::string error;
-};
+// The same answer as a plain HTTP client's (status 0: no answer, see error).
+using RawResponse = net::testing::PlainResponse;
 
 // One HTTP/1.1 request on a connected socket `fd` (keep-alive: the connection stays usable);
 // the answer is read up to its Content-Length, for at most `timeout`.
@@ -176,23 +174,7 @@ inline RawResponse rawHttp(int fd, const std::string& method, const std::string&
     out.error = "no HTTP answer: " + raw.substr(0, 200);
     return out;
   }
-  out.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
-  size_t pos = raw.find("\r\n") + 2;
-  while (pos < head_end) {
-    size_t eol = raw.find("\r\n", pos);
-    std::string line = raw.substr(pos, eol - pos);
-    size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      for (char& c : name)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      size_t v = colon + 1;
-      while (v < line.size() && line[v] == ' ')
-        ++v;
-      out.headers[name] = line.substr(v);
-    }
-    pos = eol + 2;
-  }
+  net::testing::parsePlainHead(raw, head_end, &out);
   out.body = raw.substr(head_end + 4, want);
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -25,6 +26,28 @@ struct PlainResponse {
   std::string body;
   std::string error;  // why there is no answer: "connect: ...", "timed out", ...
 };
+
+// The status line and headers of the answer in `raw`, whose head ends at `head_end` (where its
+// "\r\n\r\n" starts): sets out->status and out->headers (names lower-cased).
+inline void parsePlainHead(const std::string& raw, size_t head_end, PlainResponse* out) {
+  out->status = std::atoi(raw.c_str() + raw.find(' ') + 1);
+  size_t pos = raw.find("\r\n") + 2;
+  while (pos < head_end) {
+    size_t eol = raw.find("\r\n", pos);
+    std::string line = raw.substr(pos, eol - pos);
+    size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      std::string name = line.substr(0, colon);
+      for (char& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      size_t v = colon + 1;
+      while (v < line.size() && line[v] == ' ')
+        ++v;
+      out->headers[name] = line.substr(v);
+    }
+    pos = eol + 2;
+  }
+}
 
 inline PlainResponse plainHttp(int port, const std::string& method, const std::string& target,
                                const std::string& body = "",
@@ -101,23 +124,7 @@ inline PlainResponse plainHttp(int port, const std::string& method, const std::s
     if (out.error.empty()) out.error = "no HTTP answer: " + raw.substr(0, 200);
     return out;
   }
-  out.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
-  size_t pos = raw.find("\r\n") + 2;
-  while (pos < end) {
-    size_t eol = raw.find("\r\n", pos);
-    std::string line = raw.substr(pos, eol - pos);
-    size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      std::string name = line.substr(0, colon);
-      for (char& c : name)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      size_t v = colon + 1;
-      while (v < line.size() && line[v] == ' ')
-        ++v;
-      out.headers[name] = line.substr(v);
-    }
-    pos = eol + 2;
-  }
+  parsePlainHead(raw, end, &out);
   out.body = raw.substr(end + 4);
   if (out.headers.count("transfer-encoding") && out.headers["transfer-encoding"] == "chunked") {
     std::string decoded;
