@@ -59,6 +59,7 @@ sched::Node schedNodeFor(const api::Node& node) {
     g.uuid = gpu.uuid;
     g.model = gpu.model;
     g.compute_capability = gpu.compute_capability.major * 10 + gpu.compute_capability.minor;
+    g.cuda_version = api::cudaVersionNumber(gpu.cuda_version);
     g.memory_total_mib = g.memory_free_mib = gpu.memory_mib;
     g.healthy = gpu.health != api::GpuHealth::kUnhealthy;
     if (!g.healthy) g.health_reason = gpu.health_reason;
@@ -87,6 +88,7 @@ sched::PlacementRequest requestFor(int64_t id, const api::JobSpec& spec) {
     t.constraints.min_compute_capability =
         c.min_compute_capability->major * 10 + c.min_compute_capability->minor;
   }
+  if (c.min_cuda) t.constraints.min_cuda = c.min_cuda->major * 100 + c.min_cuda->minor;
   t.constraints.min_gpu_memory_mib = c.min_gpu_memory_mib;
   t.constraints.node_labels = c.node_labels;
   t.constraints.datasets = c.datasets;

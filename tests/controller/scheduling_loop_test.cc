@@ -241,6 +241,46 @@ TEST_F(SchedulingLoopTest, HeldJobIsNotPlacedUntilReleased) {
   EXPECT_EQ(gateway_.forJob(id).size(), 1u);
 }
 
+// --min-cuda (issue 22): a job needing CUDA 12.2 goes only to GPUs whose driver supports it;
+// with no such server in the pool it waits with BadConstraints naming min_cuda (the mismatch
+// reported to the user), and runs once a server with a newer driver joins.
+TEST_F(SchedulingLoopTest, MinCudaIsHonouredByPlacementAndNamedWhenNoServerHasIt) {
+  api::Node old_driver = makeNode("gpu-old", 2);
+  for (api::Gpu& g : old_driver.gpus)
+    g.cuda_version = "11.4";
+  ASSERT_TRUE(ctl_->registry.registerNode(old_driver).ok());
+  api::JobSpec spec = makeSpec(1000, "needs-12.2");
+  spec.constraints.min_cuda = api::CudaVersion{12, 2};
+  const int64_t needs = submit(spec);
+  const int64_t any = submit(makeSpec(1000, "any"));
+  pass();
+  EXPECT_EQ(state(any), "RUNNING");
+  EXPECT_EQ(state(needs), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(needs)->reason, "BadConstraints");
+  auto insight = ctl_->loop.pendingInsight(needs);
+  ASSERT_TRUE(insight.has_value());
+  EXPECT_NE(insight->detail.find("min_cuda"), std::string::npos) << insight->detail;
+
+  api::Node new_driver = makeNode("gpu-new", 2);
+  for (api::Gpu& g : new_driver.gpus)
+    g.cuda_version = "12.4";
+  ASSERT_TRUE(ctl_->registry.registerNode(new_driver).ok());
+  pass();
+  ASSERT_EQ(state(needs), "RUNNING");
+  ASSERT_EQ(gateway_.forJob(needs).size(), 1u);
+  EXPECT_EQ(gateway_.forJob(needs)[0].node, "gpu-new");
+  // 12.10 is newer than 12.2 (not a decimal).
+  api::Node newest = makeNode("gpu-newest", 1);
+  newest.gpus[0].cuda_version = "12.10";
+  ASSERT_TRUE(ctl_->registry.registerNode(newest).ok());
+  api::JobSpec spec9 = makeSpec(1000, "needs-12.9");
+  spec9.constraints.min_cuda = api::CudaVersion{12, 9};
+  const int64_t needs9 = submit(spec9);
+  pass();
+  ASSERT_EQ(gateway_.forJob(needs9).size(), 1u);
+  EXPECT_EQ(gateway_.forJob(needs9)[0].node, "gpu-newest");
+}
+
 // An admin's priority change (PATCH /v1/jobs/{id}) reorders the queue.
 TEST_F(SchedulingLoopTest, PatchedPriorityGoesFirst) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
