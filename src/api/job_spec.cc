@@ -397,6 +397,7 @@ json toJson(const Constraints& c) {
   if (c.min_compute_capability) {
     j["min_compute_capability"] = formatComputeCapability(*c.min_compute_capability);
   }
+  if (c.min_cuda) j["min_cuda"] = formatCudaVersion(*c.min_cuda);
   return j;
 }
 
@@ -404,6 +405,7 @@ Status fromJson(const json& j, Constraints* out, std::string_view path) {
   ObjectReader r(j, path);
   r.stringList("gpu_models", &out->gpu_models);
   r.optionalParsed("min_compute_capability", &out->min_compute_capability, &parseComputeCapability);
+  r.optionalParsed("min_cuda", &out->min_cuda, &parseCudaVersion);
   r.quantity("min_gpu_memory", Quantity::kMemoryMiB, &out->min_gpu_memory_mib);
   r.stringMap("node_labels", &out->node_labels);
   r.stringList("datasets", &out->datasets);

@@ -58,7 +58,8 @@ PerGpuNeed perGpuNeed(const TaskResources& resources, uint64_t gpu_memory_mib);
 struct Constraints {
   std::vector<std::string> gpu_models;  // any of these (exact model names); empty: any
   std::optional<ComputeCapability> min_compute_capability;
-  uint64_t min_gpu_memory_mib = 0;                 // the GPU's total memory; 0: any
+  std::optional<CudaVersion> min_cuda;  // the driver must support at least this CUDA version
+  uint64_t min_gpu_memory_mib = 0;      // the GPU's total memory; 0: any
   std::map<std::string, std::string> node_labels;  // every label must match
   std::vector<std::string> datasets;               // prefer nodes that hold these
   bool operator==(const Constraints&) const = default;

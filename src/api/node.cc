@@ -92,6 +92,36 @@ std::string formatComputeCapability(ComputeCapability cc) {
   return std::to_string(cc.major) + "." + std::to_string(cc.minor);
 }
 
+Result<CudaVersion> parseCudaVersion(std::string_view text) {
+  auto bad = [&]() {
+    return Status::invalidArgument("CUDA version '" + std::string(text) +
+                                   "' is not of the form major.minor (e.g. 12.2)");
+  };
+  size_t dot = text.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot > 2 || dot + 1 == text.size() ||
+      text.size() - dot - 1 > 2) {
+    return bad();
+  }
+  CudaVersion v;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i == dot) continue;
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) return bad();
+    uint32_t& part = i < dot ? v.major : v.minor;
+    part = part * 10 + static_cast<uint32_t>(text[i] - '0');
+  }
+  if (v.major == 0) return bad();
+  return v;
+}
+
+std::string formatCudaVersion(CudaVersion v) {
+  return std::to_string(v.major) + "." + std::to_string(v.minor);
+}
+
+uint32_t cudaVersionNumber(std::string_view text) {
+  Result<CudaVersion> v = parseCudaVersion(text);
+  return v.ok() ? v->major * 100 + v->minor : 0;
+}
+
 std::string_view pcieLevelName(PcieLevel level) {
   return enumName(level, kPcieLevels);
 }

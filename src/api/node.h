@@ -36,6 +36,19 @@ struct ComputeCapability {
 Result<ComputeCapability> parseComputeCapability(std::string_view text);
 std::string formatComputeCapability(ComputeCapability cc);
 
+// A CUDA version as a driver reports the highest it supports ("12.2"), for a job's minimum.
+struct CudaVersion {
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  auto operator<=>(const CudaVersion&) const = default;
+};
+// "11.4", "12.2", "12.10": major in [1, 99], minor in [0, 99].
+Result<CudaVersion> parseCudaVersion(std::string_view text);
+std::string formatCudaVersion(CudaVersion v);
+// major * 100 + minor (12.2 -> 1202), what placement compares; 0 for text that is no version
+// (a GPU whose driver did not say).
+uint32_t cudaVersionNumber(std::string_view text);
+
 // How two GPUs of a node are connected over PCIe, in nvidia-smi topo's vocabulary, from the
 // closest to the farthest.
 enum class PcieLevel {

@@ -212,6 +212,9 @@ std::string formatJob(const api::Job& job, TimePoint now) {
     f.emplace_back("MinComputeCapability",
                    api::formatComputeCapability(*s.constraints.min_compute_capability));
   }
+  if (s.constraints.min_cuda) {
+    f.emplace_back("MinCuda", api::formatCudaVersion(*s.constraints.min_cuda));
+  }
   if (s.constraints.min_gpu_memory_mib) {
     f.emplace_back("MinGpuMemory", formatMemoryMiB(s.constraints.min_gpu_memory_mib));
   }

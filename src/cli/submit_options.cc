@@ -124,6 +124,7 @@ const std::vector<SubmitFlagDef>& submitFlagDefs() {
        "only GPUs of this model (exact name, e.g. A100); repeat or comma-separate for any of "
        "several"},
       {"min-cc", "X.Y", false, "minimum CUDA compute capability, e.g. 8.0"},
+      {"min-cuda", "X.Y", false, "minimum CUDA version the driver supports, e.g. 12.2"},
       {"time", "DURATION", false, "time limit: 4h, 90m, 1-00:00:00 (default: the QoS maximum)"},
       {"cpus", "N", false, "CPUs per task: 8, 0.5 or 500m (default 1)"},
       {"mem", "SIZE", false, "RAM per task, e.g. 64G (default: the site's default)"},
@@ -317,6 +318,10 @@ Result<SubmitPlan> buildSubmitPlan(const SubmitFlags& flags, std::vector<std::st
   GPOOL_RETURN_IF_ERROR(one("min-cc", [&](const FlagValue& v) -> Status {
     GPOOL_ASSIGN_OR_RETURN(spec.constraints.min_compute_capability,
                            api::parseComputeCapability(v.value));
+    return Status::ok();
+  }));
+  GPOOL_RETURN_IF_ERROR(one("min-cuda", [&](const FlagValue& v) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(spec.constraints.min_cuda, api::parseCudaVersion(v.value));
     return Status::ok();
   }));
   GPOOL_RETURN_IF_ERROR(one("array", [&](const FlagValue& v) -> Status {

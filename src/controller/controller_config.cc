@@ -122,6 +122,30 @@ AlertSettings readAlertSettings(config::ConfigSection alerts) {
   return a;
 }
 
+bool isIdleAction(const std::string& action) {
+  return action == "auto" || action == "requeue" || action == "end" || action == "warn";
+}
+
+IdleReclaimSettings readIdleReclaimSettings(config::ConfigSection idle) {
+  IdleReclaimSettings r;
+  r.enabled = idle.getBool("enabled", false);
+  r.after_s = idle.getDuration("after", 2 * 3600);
+  if (r.after_s < 1) idle.fail("after", "must be at least 1s");
+  r.grace_s = idle.getDuration("grace", 3600);
+  r.threshold_pct = idle.getDouble("threshold", 0, 0, 100);
+  r.action = idle.getString("action", "auto");
+  if (!isIdleAction(r.action)) {
+    idle.fail("action", "'" + r.action + "' is not auto, requeue, end or warn");
+  }
+  r.qos_actions = idle.getStringMap("qos");
+  for (const auto& [qos, action] : r.qos_actions) {
+    if (!isIdleAction(action)) {
+      idle.fail("qos", "'" + qos + "' = '" + action + "' is not auto, requeue, end or warn");
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 int64_t defaultApiThreads() {
@@ -242,6 +266,21 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
     ctl.fail("node_down_after", "must exceed lease_duration + heartbeat_interval");
   }
   s.alerts = readAlertSettings(root.section("alerts"));
+  s.idle_reclaim = readIdleReclaimSettings(root.section("idle_reclaim"));
+  if (s.idle_reclaim.enabled) {
+    // One idea of "idle too long": the alert fires when the job is flagged, unless its own
+    // `for` says otherwise.
+    auto rule =
+        std::find_if(s.alerts.rules.begin(), s.alerts.rules.end(),
+                     [](const AlertRuleSettings& r) { return r.name == "allocation_idle"; });
+    if (rule == s.alerts.rules.end()) {
+      AlertRuleSettings idle_rule;
+      idle_rule.name = "allocation_idle";
+      s.alerts.rules.push_back(idle_rule);
+      rule = s.alerts.rules.end() - 1;
+    }
+    if (!rule->for_s) rule->for_s = s.idle_reclaim.after_s;
+  }
   config::ConfigSection sch = root.section("scheduler");
   SchedulerSettings& p = s.scheduler;
   p.queue_order = sch.getString("queue_order", p.queue_order);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,17 @@ struct AlertSettings {
   int64_t webhook_timeout_s = 5;
   int64_t webhook_max_backoff_s = 300;
   bool strays_off = false;  // set from controller.stray_policy = "off"
+};
+
+// [idle_reclaim]: GPUs held and unused (docs/controller.md, "Idle reclaim"). When enabled and
+// [alerts.allocation_idle] sets no `for`, that alert fires after `after` too.
+struct IdleReclaimSettings {
+  bool enabled = false;
+  int64_t after_s = 2 * 3600;   // idle this long: flagged (an event, the reason, the alert)
+  int64_t grace_s = 3600;       // still idle this much later: requeued or ended
+  double threshold_pct = 0;     // a GPU at or below this utilisation is idle
+  std::string action = "auto";  // auto, requeue, end, warn
+  std::map<std::string, std::string> qos_actions;  // [idle_reclaim.qos] name = action
 };
 
 // The rule names [alerts.<rule>] accepts (the engine's built-in rules).
@@ -135,6 +147,7 @@ struct ControllerSettings {
   SchedulerSettings scheduler;
   logging::LogOptions log;
   AlertSettings alerts;
+  IdleReclaimSettings idle_reclaim;
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

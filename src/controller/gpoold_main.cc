@@ -165,9 +165,26 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   options.usage_half_life_s = settings->usage_half_life_s;
   options.require_connected_agents = !once;  // --once has no agent link
   applySchedulerSettings(settings->scheduler, &options.scheduler);
+  // Declared before the loop, whose idle reclaim reads it.
+  TelemetryHistory telemetry;
+  if (const IdleReclaimSettings& idle = settings->idle_reclaim; idle.enabled) {
+    options.idle.enabled = true;
+    options.idle.after_s = idle.after_s;
+    options.idle.grace_s = idle.grace_s;
+    options.idle.threshold_pct = idle.threshold_pct;
+    // The configuration reader checked every action.
+    options.idle.action = parseIdleAction(idle.action).valueOr(IdleAction::kAuto);
+    for (const auto& [qos, action] : idle.qos_actions) {
+      options.idle.qos_actions[qos] = parseIdleAction(action).valueOr(IdleAction::kAuto);
+    }
+    const double threshold = idle.threshold_pct;
+    options.idle.jobs_idle = [&telemetry, &clock, threshold] {
+      // A reading older than this says nothing about now (as for the alert rules).
+      return jobsIdle(telemetry.snapshot(), clock.now() - std::chrono::seconds(90), threshold);
+    };
+  }
   SchedulingLoop loop(**store, registry, gateway, clock, options);
   gateway.attach(loop);
-  TelemetryHistory telemetry;
   gateway.attachTelemetry(telemetry);
   metrics.setTelemetry(&telemetry);
   metrics.setAgentCount([&gateway] { return gateway.connectedCount(); });

@@ -1,6 +1,8 @@
 #include "controller/scheduling_loop.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <set>
@@ -14,6 +16,7 @@
 #include "api/job.h"
 #include "api/json_reader.h"
 #include "api/user.h"
+#include "common/units.h"
 #include "controller/accounting.h"
 #include "store/api_codec.h"
 
@@ -24,6 +27,24 @@ namespace {
 // An agent's reason for a task's end is kept with the job up to this size (a launch error can
 // quote a long path or message).
 constexpr size_t kMaxEndReasonBytes = 512;
+
+// "2026-12-07 10:00:00 UTC": a time in a reason users read, whatever their time zone.
+std::string utcText(TimePoint t) {
+  std::time_t secs = static_cast<std::time_t>(toUnixMicros(t) / 1'000'000);
+  std::tm tm{};
+  ::gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+// "every GPU at 0 %", "every GPU at or below 5 %".
+std::string idleWords(double threshold_pct) {
+  if (threshold_pct <= 0) return "every GPU at 0 %";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "every GPU at or below %g %%", threshold_pct);
+  return buf;
+}
 
 sched::Node schedNodeFor(const api::Node& node) {
   sched::Node out;
@@ -38,6 +59,7 @@ sched::Node schedNodeFor(const api::Node& node) {
     g.uuid = gpu.uuid;
     g.model = gpu.model;
     g.compute_capability = gpu.compute_capability.major * 10 + gpu.compute_capability.minor;
+    g.cuda_version = api::cudaVersionNumber(gpu.cuda_version);
     g.memory_total_mib = g.memory_free_mib = gpu.memory_mib;
     g.healthy = gpu.health != api::GpuHealth::kUnhealthy;
     if (!g.healthy) g.health_reason = gpu.health_reason;
@@ -66,6 +88,7 @@ sched::PlacementRequest requestFor(int64_t id, const api::JobSpec& spec) {
     t.constraints.min_compute_capability =
         c.min_compute_capability->major * 10 + c.min_compute_capability->minor;
   }
+  if (c.min_cuda) t.constraints.min_cuda = c.min_cuda->major * 100 + c.min_cuda->minor;
   t.constraints.min_gpu_memory_mib = c.min_gpu_memory_mib;
   t.constraints.node_labels = c.node_labels;
   t.constraints.datasets = c.datasets;
@@ -273,6 +296,57 @@ Status SchedulingLoop::recover() {
                        std::chrono::hours(24));
 }
 
+Result<IdleAction> parseIdleAction(std::string_view text) {
+  if (text == "auto") return IdleAction::kAuto;
+  if (text == "requeue") return IdleAction::kRequeue;
+  if (text == "end") return IdleAction::kEnd;
+  if (text == "warn") return IdleAction::kWarn;
+  return Status::invalidArgument("'" + std::string(text) +
+                                 "' is not an idle action (auto, requeue, end, warn)");
+}
+
+IdleAction SchedulingLoop::idleActionOf(const std::string& qos, bool preemptible) const {
+  auto q = options_.idle.qos_actions.find(qos);
+  IdleAction a = q == options_.idle.qos_actions.end() ? options_.idle.action : q->second;
+  if (a == IdleAction::kAuto) a = preemptible ? IdleAction::kRequeue : IdleAction::kEnd;
+  return a;
+}
+
+Status SchedulingLoop::trackIdle(const store::JobRecord& record,
+                                 const std::map<int64_t, bool>& idle_now, bool preemptible,
+                                 const std::string& qos, sched::Job& sj, TimePoint now) {
+  auto seen = idle_now.find(record.id);
+  const bool idle = seen != idle_now.end() && seen->second;
+  auto it = idle_.find(record.id);
+  if (!idle) {
+    if (it == idle_.end()) return Status::ok();
+    const bool warned = it->second.warned;
+    const int64_t idle_s =
+        std::chrono::duration_cast<std::chrono::seconds>(now - it->second.since).count();
+    idle_.erase(it);
+    if (!warned) return Status::ok();
+    // Unflagged where the user reads the flag: the job's reason and an event.
+    Status s = store_.transitionJob(store::JobTransition{
+        record.id,
+        {store::kStateRunning},
+        store::kStateRunning,
+        now,
+        "GPU use seen again after " + formatDuration(idle_s) + " idle: idle reclaim called off"});
+    if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
+    return Status::ok();
+  }
+  if (it == idle_.end()) {
+    // A flag written before a gpoold restart is kept (no second warning); its idle time
+    // counts again from now.
+    it = idle_.emplace(record.id, Idle{now, record.reason.rfind(kIdleReasonPrefix, 0) == 0}).first;
+  }
+  sj.idle_since = it->second.since;
+  sj.idle_warned = it->second.warned;
+  it->second.action = idleActionOf(qos, preemptible);
+  sj.idle_reclaimable = it->second.action != IdleAction::kWarn;
+  return Status::ok();
+}
+
 Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
   std::set<std::string> down;
   std::map<std::string, std::string> gpu_names;  // UUID -> "GPU <index> of <node>"
@@ -312,6 +386,7 @@ Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
     ++report.node_failed;
     ended_.erase(record.id);
     preempting_.erase(record.id);
+    reclaiming_.erase(record.id);
     // Tasks on nodes still up must stop: the job restarts elsewhere or not at all. Tasks on the
     // DOWN node are fenced by their agent's expired lease.
     for (const api::Allocation& a : job.allocations) {
@@ -421,6 +496,17 @@ Result<PassReport> SchedulingLoop::runOnce() {
   GPOOL_ASSIGN_OR_RETURN(StorePolicy policy,
                          readStorePolicy(store_, options_.scheduler, now, records));
   ++spec_pass_;
+  std::map<int64_t, bool> idle_now;
+  if (options_.idle.enabled) {
+    if (options_.idle.jobs_idle) idle_now = options_.idle.jobs_idle();
+    // Flag after `after`, warn at once (the flag is the warning), stop `grace` later.
+    sched::IdleReclaimConfig& idle = policy.config.idle;
+    idle.enabled = true;
+    idle.flag_after_s = idle.warn_after_s = options_.idle.after_s;
+    idle.preempt_after_s = options_.idle.after_s + options_.idle.grace_s;
+    idle.preempt = true;
+  }
+  std::set<int64_t> running;  // the RUNNING jobs this pass saw, for idle_'s upkeep
   for (const store::JobRecord& record : records) {
     by_id[record.id] = &record;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobWithoutSpec(record));
@@ -467,6 +553,10 @@ Result<PassReport> SchedulingLoop::runOnce() {
       sj.start_time = record.start_time.value_or(now);
       auto p = preempting_.find(record.id);
       if (p != preempting_.end()) sj.preempt_deadline = p->second.deadline;
+      if (options_.idle.enabled && record.state == store::kStateRunning) {
+        running.insert(record.id);
+        GPOOL_RETURN_IF_ERROR(trackIdle(record, idle_now, sj.preemptible, sj.qos, sj, now));
+      }
       jobs.push_back(std::move(sj));
       continue;
     }
@@ -493,6 +583,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
     if (claim != claims_.end()) sj.victims = claim->second;
     jobs.push_back(std::move(sj));
   }
+  // Jobs no longer running (ended, requeued) start a new idle count if they run again.
+  std::erase_if(idle_, [&running](const auto& entry) { return !running.count(entry.first); });
   // Specs of jobs this pass did not see (ended, held) are not kept.
   std::erase_if(spec_summaries_,
                 [this](const auto& entry) { return entry.second.pass != spec_pass_; });
@@ -515,6 +607,38 @@ Result<PassReport> SchedulingLoop::runOnce() {
   for (const sched::PendingDecision& p : decisions.pending)
     still_pending.insert(static_cast<int64_t>(p.job));
   std::erase_if(claims_, [&](const auto& entry) { return !still_pending.count(entry.first); });
+  for (const sched::IdleDecision& d : decisions.idle) {
+    const store::JobRecord& record = *by_id.at(static_cast<int64_t>(d.job));
+    auto it = idle_.find(record.id);
+    if (it == idle_.end()) continue;
+    const IdleAction action = it->second.action;
+    if (d.action == sched::IdleAction::kWarn) {
+      // The flag: the job's reason says it is idle and what happens when (gpool show), as an
+      // event (the live feed, gpool watch). The AllocationIdle alert comes from the rules.
+      const TimePoint at =
+          it->second.since + std::chrono::seconds(options_.idle.after_s + options_.idle.grace_s);
+      std::string reason = kIdleReasonPrefix + idleWords(options_.idle.threshold_pct) + " since " +
+                           utcText(it->second.since) + " (" + formatDuration(d.idle_s) + "); ";
+      switch (action) {
+        case IdleAction::kRequeue: reason += "requeued at " + utcText(at) + " unless used"; break;
+        case IdleAction::kEnd: reason += "ended at " + utcText(at) + " unless used"; break;
+        default: reason += "not reclaimed (its QoS only warns)"; break;
+      }
+      Status s = store_.transitionJob(store::JobTransition{
+          record.id, {store::kStateRunning}, store::kStateRunning, now, reason});
+      if (s.code() == StatusCode::kFailedPrecondition) continue;  // ended meanwhile
+      GPOOL_RETURN_IF_ERROR(s);
+      it->second.warned = true;
+      spdlog::info("job {} of {} flagged idle: {}", record.id, record.user, reason);
+    } else if (d.action == sched::IdleAction::kPreempt) {
+      const bool requeue = action == IdleAction::kRequeue;
+      reclaiming_[record.id] = {requeue, "idle reclaim: " + idleWords(options_.idle.threshold_pct) +
+                                             " for " + formatDuration(d.idle_s) +
+                                             (requeue ? ", requeued" : ", ended")};
+      spdlog::info("job {} of {} reclaimed: idle for {}, {}", record.id, record.user,
+                   formatDuration(d.idle_s), requeue ? "requeued" : "ended");
+    }
+  }
   for (const sched::PreemptDecision& p : decisions.preemptions) {
     const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
     preempting_[record.id] = Leaving{now + std::chrono::seconds(p.grace_s), p.reason};
@@ -636,7 +760,14 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
     const std::string decided =
         leaving->second.reason.empty() ? "preempted" : leaving->second.reason;
     preempting_.erase(leaving);
-    s = store_.recordPreemption(job_id, /*requeue=*/true, now, decided);
+    // Idle reclaim says whether the job comes back (requeue) or ends, and why.
+    auto reclaim = reclaiming_.find(job_id);
+    if (reclaim != reclaiming_.end()) {
+      s = store_.recordPreemption(job_id, reclaim->second.requeue, now, reclaim->second.reason);
+      reclaiming_.erase(reclaim);
+    } else {
+      s = store_.recordPreemption(job_id, /*requeue=*/true, now, decided);
+    }
   } else {
     s = store_.recordEnd(job_id, state, code, now, reason);
   }
@@ -677,6 +808,7 @@ void SchedulingLoop::runningJobCancelled(const store::JobRecord& before) {
     std::lock_guard lock(mu_);
     ended_.erase(before.id);
     preempting_.erase(before.id);
+    reclaiming_.erase(before.id);
   }
   for (const api::Allocation& a : job->allocations) {
     gateway_.cancel(a.node, before.id, a.task, before.epoch, options_.scheduler.preemption.grace_s,

@@ -9,6 +9,7 @@
 #include <set>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,42 @@
 // jobs go to NODE_FAIL, or back to PENDING when the job is preemptible, i.e. restartable).
 namespace gpool::controller {
 
+// What idle reclaim does with a job whose GPUs stayed idle for `after` + `grace`.
+enum class IdleAction : uint8_t {
+  kAuto,     // requeue a preemptible (restartable) job, end any other
+  kRequeue,  // stopped and queued again (PREEMPTED, then PENDING)
+  kEnd,      // stopped for good (PREEMPTED)
+  kWarn,     // only flagged and warned: it keeps its GPUs
+};
+// "auto", "requeue", "end", "warn".
+Result<IdleAction> parseIdleAction(std::string_view text);
+
+// Idle reclaim (docs/controller.md, "Idle reclaim"): a RUNNING job whose every GPU stayed idle
+// (at most the caller's threshold) for `after_s` is flagged: an event on the job whose reason
+// says so (`gpool show`, the live feed) and, from the alert rules, AllocationIdle. Still idle
+// `grace_s` later, it is stopped (SIGTERM, its QoS grace, SIGKILL) and requeued or ended per
+// its QoS's action. A job seen busy again is unflagged (another event). Interactive allocations
+// are jobs like any other here. The idle clock is the loop's Clock; it starts again after a
+// gpoold restart (a flag in the job's reason is kept).
+struct IdleReclaimOptions {
+  bool enabled = false;
+  int64_t after_s = 2 * 3600;
+  int64_t grace_s = 3600;
+  IdleAction action = IdleAction::kAuto;
+  // The utilisation (%) at or below which a GPU counts as idle; `jobs_idle` applies it, the
+  // reasons quote it.
+  double threshold_pct = 0;
+  // Per QoS name, replacing `action` for the jobs of that QoS.
+  std::map<std::string, IdleAction> qos_actions;
+  // For each job holding a GPU: whether it is idle now (controller::jobsIdle over the latest
+  // telemetry). A job absent counts as not idle. Called once per pass, on the loop's thread,
+  // outside no lock of the caller's; must be cheap.
+  std::function<std::map<int64_t, bool>()> jobs_idle;
+};
+
+// The reason a flagged job carries while it is idle starts with this.
+inline constexpr const char* kIdleReasonPrefix = "Idle: ";
+
 struct LoopOptions {
   sched::SchedulerConfig scheduler;
   uint64_t seed = 1;
@@ -51,6 +88,7 @@ struct LoopOptions {
   // for `gpoold --once`, a pass with no agent link at all: what it places starts when each
   // node's agent next says hello (its desired state).
   bool require_connected_agents = true;
+  IdleReclaimOptions idle;
 };
 
 // The policy one pass runs with: `base` (gpoold's configuration) plus what admins keep in the
@@ -201,6 +239,23 @@ class SchedulingLoop final : public JobListener {
   // or leave the queue. Kept in memory: after a restart a preemptor whose victims are still
   // leaving queues as any other job.
   std::map<int64_t, std::vector<sched::JobId>> claims_;
+  // Idle reclaim: RUNNING jobs idle now, since when and whether flagged (warned).
+  struct Idle {
+    TimePoint since{};
+    bool warned = false;
+    IdleAction action = IdleAction::kWarn;  // what its QoS says, resolved (never kAuto)
+  };
+  std::map<int64_t, Idle> idle_;
+  // Jobs among preempting_ stopped by idle reclaim: requeued or ended, and the reason.
+  struct Reclaim {
+    bool requeue = false;
+    std::string reason;
+  };
+  std::map<int64_t, Reclaim> reclaiming_;
+  // Flags, unflags and tells the pass (sj) about one RUNNING job's idleness.
+  Status trackIdle(const store::JobRecord& record, const std::map<int64_t, bool>& idle_now,
+                   bool preemptible, const std::string& qos, sched::Job& sj, TimePoint now);
+  IdleAction idleActionOf(const std::string& qos, bool preemptible) const;
   // What a pass needs of a job's spec, decoded once: with a hash of the stored text it came from
   // (a changed text, e.g. PATCH of the time limit, is decoded again). Decoding every pending
   // job's spec at every pass took 44% of a pass over 100,000 pending jobs; keeping whole

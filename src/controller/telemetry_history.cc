@@ -333,4 +333,18 @@ size_t TelemetryHistory::taskSeries() const {
   return tasks_.size();
 }
 
+std::map<int64_t, bool> jobsIdle(const std::vector<GpuSnapshot>& snapshots, TimePoint fresh_since,
+                                 double threshold_pct) {
+  std::map<int64_t, bool> idle;
+  for (const GpuSnapshot& s : snapshots) {
+    const bool quiet =
+        s.reading.taken_at >= fresh_since && s.reading.utilization_pct <= threshold_pct;
+    for (const GpuTenant& t : s.tenants) {
+      auto [it, added] = idle.emplace(t.job_id, quiet);
+      if (!added) it->second = it->second && quiet;
+    }
+  }
+  return idle;
+}
+
 }  // namespace gpool::controller

@@ -268,4 +268,13 @@ class TelemetryHistory {
   std::deque<store::TaskTelemetrySample> finished_tasks_;
 };
 
+// Idle reclaim's input (SchedulingLoop, LoopOptions::idle): for each job holding a GPU in
+// `snapshots`, whether it is idle now: every GPU it holds has a reading taken at or after
+// `fresh_since` with at most `threshold_pct` utilisation. One GPU busy, or one whose reading is
+// older (its node stopped reporting it), makes the job not idle: a job is never called idle
+// without a fresh reading of each of its GPUs. A shared GPU is idle only when all its tenants
+// are (NVML does not split utilisation per process).
+std::map<int64_t, bool> jobsIdle(const std::vector<GpuSnapshot>& snapshots, TimePoint fresh_since,
+                                 double threshold_pct);
+
 }  // namespace gpool::controller

@@ -38,6 +38,7 @@ struct Gpu {
   std::string uuid;
   std::string model;                // e.g. "A100-SXM4-80GB", "T4", "G2"
   uint32_t compute_capability = 0;  // major*10 + minor, e.g. 80 for 8.0; 0 = unknown
+  uint32_t cuda_version = 0;        // its driver's CUDA, major*100 + minor (1202); 0 = unknown
   uint64_t memory_total_mib = 0;
   uint64_t memory_free_mib = 0;
   uint32_t compute_free = 1000;  // thousandths still unallocated

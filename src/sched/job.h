@@ -93,6 +93,8 @@ struct Job {
   std::optional<TimePoint> idle_since;
   // Whether the user was already warned about this idle period.
   bool idle_warned = false;
+  // Whether idle reclaim may evict the job once warned (gpoold's per-QoS action "warn": no).
+  bool idle_reclaimable = true;
 };
 
 // GPUs the job asks for, in thousandths (a 0.25 slice = 250, two whole GPUs = 2000).

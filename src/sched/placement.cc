@@ -42,6 +42,7 @@ bool sameShape(const TaskRequest& a, const TaskRequest& b) {
   return a.gpus == b.gpus && a.gpu_memory_mib == b.gpu_memory_mib &&
          a.gpu_compute == b.gpu_compute && a.cpu_millis == b.cpu_millis && a.ram_mib == b.ram_mib &&
          a.constraints.min_compute_capability == b.constraints.min_compute_capability &&
+         a.constraints.min_cuda == b.constraints.min_cuda &&
          a.constraints.min_gpu_memory_mib == b.constraints.min_gpu_memory_mib &&
          a.constraints.gpu_models == b.constraints.gpu_models &&
          a.constraints.node_labels == b.constraints.node_labels &&
@@ -97,6 +98,7 @@ bool gpuEligible(const Gpu& g, const TaskRequest& task) {
     return false;
   }
   if (g.compute_capability < c.min_compute_capability) return false;
+  if (g.cuda_version < c.min_cuda) return false;
   if (g.memory_total_mib < c.min_gpu_memory_mib) return false;
   if (g.memory_total_mib < task.gpu_memory_mib) return false;
   return true;
@@ -124,22 +126,24 @@ std::vector<std::string> staticMismatches(const Node& node, const TaskRequest& t
   if (node.ram_total_mib < task.ram_mib) out.push_back("ram");
   if (task.gpus == 0) return out;
   const Constraints& c = task.constraints;
-  bool model = false, capability = false, memory = false;
+  bool model = false, capability = false, cuda = false, memory = false;
   uint32_t eligible = 0;
   for (const Gpu& g : node.gpus) {
     if (!g.healthy) continue;
     model |= c.gpu_models.empty() ||
              std::find(c.gpu_models.begin(), c.gpu_models.end(), g.model) != c.gpu_models.end();
     capability |= g.compute_capability >= c.min_compute_capability;
+    cuda |= g.cuda_version >= c.min_cuda;
     memory |=
         g.memory_total_mib >= c.min_gpu_memory_mib && g.memory_total_mib >= task.gpu_memory_mib;
     if (gpuEligible(g, task)) ++eligible;
   }
   if (!model) out.push_back("gpu_model");
   if (!capability) out.push_back("min_compute_capability");
+  if (!cuda) out.push_back("min_cuda");
   if (!memory) out.push_back("min_gpu_memory");
   uint32_t needed = task.isSlice() ? 1 : task.wholeGpus();
-  if (model && capability && memory && eligible < needed) out.push_back("gpu_count");
+  if (model && capability && cuda && memory && eligible < needed) out.push_back("gpu_count");
   return out;
 }
 

@@ -19,9 +19,10 @@ namespace gpool::sched {
 
 // Hard constraints on where a task may run, plus soft preferences.
 struct Constraints {
-  std::vector<std::string> gpu_models;             // allowed GPU models; empty = any
-  uint32_t min_compute_capability = 0;             // major*10 + minor; 0 = any
-  uint64_t min_gpu_memory_mib = 0;                 // minimum total memory of each GPU used; 0 = any
+  std::vector<std::string> gpu_models;  // allowed GPU models; empty = any
+  uint32_t min_compute_capability = 0;  // major*10 + minor; 0 = any
+  uint32_t min_cuda = 0;            // CUDA version the driver supports, major*100 + minor; 0 = any
+  uint64_t min_gpu_memory_mib = 0;  // minimum total memory of each GPU used; 0 = any
   std::map<std::string, std::string> node_labels;  // every label must match exactly
   // Soft: nodes holding more of these datasets are preferred among equally good candidates.
   std::vector<std::string> datasets;
@@ -77,7 +78,8 @@ struct PlacementResult {
   std::string explanation;
   PendingReason reason = PendingReason::kNone;
   // With kConstraint: the names of the constraints that no node satisfies, e.g. "gpu_model",
-  // "min_compute_capability", "min_gpu_memory", "node_label:zone=a", "gpu_count", "cpu", "ram".
+  // "min_compute_capability", "min_cuda", "min_gpu_memory", "node_label:zone=a", "gpu_count",
+  // "cpu", "ram".
   std::vector<std::string> unsatisfiable;
 };
 

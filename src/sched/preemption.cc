@@ -21,7 +21,8 @@ void Pass::idleReclaim() {
     const Job& j = jobs_[i];
     if (j.state != JobState::kRunning || !j.idle_since || j.preempt_deadline) continue;
     int64_t idle_s = secondsBetween(*j.idle_since, now_);
-    if (cfg_.idle.preempt && idle_s >= cfg_.idle.preempt_after_s && j.idle_warned) {
+    if (cfg_.idle.preempt && j.idle_reclaimable && idle_s >= cfg_.idle.preempt_after_s &&
+        j.idle_warned) {
       out_.idle.push_back({j.id, IdleAction::kPreempt, idle_s});
       out_.preemptions.push_back(
           {j.id, 0, graceOf(j), "GPU allocation idle for " + formatDuration(idle_s)});

@@ -86,10 +86,10 @@ std::string shapeKey(const PlacementRequest& r) {
                   std::to_string(t.ram_mib) + ',' + std::to_string(r.tasks) + ',' +
                   std::to_string(static_cast<int>(r.scope)) + ',' + std::to_string(r.nodes);
   const Constraints& c = t.constraints;
-  if (!c.gpu_models.empty() || c.min_compute_capability || c.min_gpu_memory_mib ||
+  if (!c.gpu_models.empty() || c.min_compute_capability || c.min_cuda || c.min_gpu_memory_mib ||
       !c.node_labels.empty()) {
-    k +=
-        '|' + std::to_string(c.min_compute_capability) + ',' + std::to_string(c.min_gpu_memory_mib);
+    k += '|' + std::to_string(c.min_compute_capability) + ',' + std::to_string(c.min_cuda) + ',' +
+         std::to_string(c.min_gpu_memory_mib);
     for (const auto& m : c.gpu_models)
       k += ',' + m;
     for (const auto& [key, value] : c.node_labels)

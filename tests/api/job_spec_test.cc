@@ -24,6 +24,7 @@ JobSpec fullSpec() {
   s.nodes = 2;
   s.constraints.gpu_models = {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"};
   s.constraints.min_compute_capability = ComputeCapability{8, 0};
+  s.constraints.min_cuda = CudaVersion{12, 2};
   s.constraints.min_gpu_memory_mib = 40 * 1024;
   s.constraints.node_labels = {{"fabric", "ib"}};
   s.constraints.datasets = {"imagenet", "c4"};
@@ -138,6 +139,7 @@ TEST(JobSpecJsonTest, WritesCanonicalForm) {
   EXPECT_EQ(j.at("time_limit_seconds"), 2 * 86400);
   EXPECT_EQ(j.at("array"), "0-31%4");
   EXPECT_EQ(j.at("constraints").at("min_compute_capability"), "8.0");
+  EXPECT_EQ(j.at("constraints").at("min_cuda"), "12.2");
   EXPECT_EQ(j.at("dependencies").at(0).at("kind"), "afterok");
   EXPECT_FALSE(toJson(JobSpec{}).contains("array"));
 }
@@ -216,6 +218,10 @@ TEST(JobSpecJsonTest, RejectsMalformedInput) {
            {R"({"command":["x"],"preemptible":"yes"})", "job.preemptible: expected a boolean"},
            {R"({"command":["x"],"constraints":{"min_compute_capability":"8"}})",
             "job.constraints.min_compute_capability: compute capability '8'"},
+           {R"({"command":["x"],"constraints":{"min_cuda":"12"}})",
+            "job.constraints.min_cuda: CUDA version '12' is not of the form major.minor"},
+           {R"({"command":["x"],"constraints":{"min_cuda":"12.2.1"}})",
+            "job.constraints.min_cuda: CUDA version '12.2.1'"},
            {R"({"command":["x"],"constraints":{"gpu_models":[""]}})",
             "job.constraints.gpu_models[0]: must have 1 to 256 characters"},
            {R"({"command":["x"],"constraints":{"node_labels":{"":"x"}}})",

@@ -80,25 +80,16 @@ TEST(ParseDirectives, ErrorsNameTheLineAndTheFix) {
 }
 
 TEST(BuildSubmitPlan, EveryFlagLandsInTheSpec) {
-  SubmitFlags flags = commandLine({{"gpus", "2"},
-                                   {"gpu-mem", "20G"},
-                                   {"gpu-compute", "30%"},
-                                   {"gpu-model", "A100,H100"},
-                                   {"min-cc", "8.0"},
-                                   {"time", "1-00:00:00"},
-                                   {"cpus", "8"},
-                                   {"mem", "64G"},
-                                   {"tasks", "4"},
-                                   {"nodes", "2"},
-                                   {"qos", "high"},
-                                   {"preemptible", "true"},
-                                   {"after", "12,13"},
-                                   {"after-any", "14"},
-                                   {"dependency", "afternotok:15"},
-                                   {"name", "train"},
-                                   {"group", "vision"},
-                                   {"workdir", "data"},
-                                   {"export", "A=1"},
+  SubmitFlags flags = commandLine({{"gpus", "2"},           {"gpu-mem", "20G"},
+                                   {"gpu-compute", "30%"},  {"gpu-model", "A100,H100"},
+                                   {"min-cc", "8.0"},       {"min-cuda", "12.2"},
+                                   {"time", "1-00:00:00"},  {"cpus", "8"},
+                                   {"mem", "64G"},          {"tasks", "4"},
+                                   {"nodes", "2"},          {"qos", "high"},
+                                   {"preemptible", "true"}, {"after", "12,13"},
+                                   {"after-any", "14"},     {"dependency", "afternotok:15"},
+                                   {"name", "train"},       {"group", "vision"},
+                                   {"workdir", "data"},     {"export", "A=1"},
                                    {"export", "WANDB_MODE"}});
   auto plan = buildSubmitPlan(flags, {"python", "train.py"}, context());
   ASSERT_TRUE(plan.ok()) << plan.status().toString();
@@ -111,6 +102,7 @@ TEST(BuildSubmitPlan, EveryFlagLandsInTheSpec) {
   EXPECT_EQ(s.constraints.gpu_models, (std::vector<std::string>{"A100", "H100"}));
   ASSERT_TRUE(s.constraints.min_compute_capability.has_value());
   EXPECT_EQ(s.constraints.min_compute_capability->major, 8u);
+  EXPECT_EQ(s.constraints.min_cuda, (api::CudaVersion{12, 2}));
   EXPECT_EQ(s.time_limit_seconds, 86400);
   EXPECT_EQ(s.tasks, 4u);
   EXPECT_EQ(s.nodes, 2u);
@@ -172,6 +164,8 @@ TEST(BuildSubmitPlan, ErrorsNameTheFlagOrTheLine) {
   EXPECT_EQ(run(commandLine({{"export", "NOPE"}})).message(),
             "--export: NOPE is not set in your environment (give a value: --export NOPE=...)");
   EXPECT_NE(run(commandLine({{"min-cc", "eight"}})).message().find("--min-cc: "),
+            std::string::npos);
+  EXPECT_NE(run(commandLine({{"min-cuda", "twelve"}})).message().find("--min-cuda: "),
             std::string::npos);
   EXPECT_NE(run(commandLine({{"array", "5-1"}})).message().find("--array: "), std::string::npos);
   // Rules across fields come from api::validateJobSpec.

@@ -246,6 +246,10 @@ class AgentEndToEndTest : public ::testing::Test {
     spec.resources.gpus_milli = gpus_milli;
     spec.resources.gpu_memory_mib = gpu_memory_mib;
     spec.env = std::move(env);
+    return submitSpecAsUser(spec);
+  }
+  // Submits `spec` as the test user, over the socket with its uid.
+  int64_t submitSpecAsUser(const api::JobSpec& spec) {
     std::string body = api::toJson(spec).dump();
     std::string request =
         "POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
@@ -574,6 +578,108 @@ TEST_F(FaultScenariosTest, StrayLeakIdleAndFailedGpuAreSeenAndActedOn) {
   auto cleared = http_->post("/v1/nodes/n1/gpus/1/clear", "");
   ASSERT_TRUE(cleared.ok());
   EXPECT_EQ(cleared->status, 200) << cleared->body;
+}
+
+// Idle reclaim through gpoold and gpool-agent on simulated GPUs whose utilisation follows the
+// tasks (GPOOL_SIM_LOAD=0: a task that holds its GPU and does nothing). Short durations (after 2 s,
+// grace 15 s) stand in for hours; the exact times are IdleReclaimTest's, on an injected clock.
+class IdleReclaimScenarioTest : public AgentEndToEndTest {
+ protected:
+  std::string extraConfig() const override { return "telemetry_interval = \"1s\"\n"; }
+  std::string extraSections() const override {
+    return "[alerts]\nevaluate_every = \"1s\"\n"
+           "[idle_reclaim]\nenabled = true\nafter = \"2s\"\ngrace = \"15s\"\n";
+  }
+  json events(int64_t id) {
+    auto r = http_->get("/v1/jobs/" + std::to_string(id) + "/events");
+    if (!r.ok() || r->status != 200) return json::array();
+    return json::parse(r->body)["events"];
+  }
+  // `gpool show ID` (as root), its standard output.
+  std::string show(int64_t id) {
+    std::string cmd = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool --socket '" + socket_ +
+                      "' show " + std::to_string(id) + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return "";
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = ::fread(buf, 1, sizeof buf, p)) > 0;)
+      out.append(buf, n);
+    ::pclose(p);
+    return out;
+  }
+};
+
+TEST_F(IdleReclaimScenarioTest, IdleJobsAreFlaggedThenRequeuedOrEndedAndBusyOnesKeepRunning) {
+  // Four one-GPU jobs at a tenth of a CPU each (the test machine may have 2 CPUs).
+  auto spec = [&](const std::string& name, bool idle) {
+    api::JobSpec s;
+    s.name = name;
+    s.command = {"/bin/sh", "-c", "exec sleep 1000"};
+    s.working_dir = dir_.path();
+    s.resources.gpus_milli = 1000;
+    s.resources.cpus_milli = 100;
+    if (idle) s.env = {{"GPOOL_SIM_LOAD", "0"}};
+    return s;
+  };
+  api::JobSpec restartable = spec("idle-restartable", true);
+  restartable.preemptible = true;
+  const int64_t requeued = submitSpecAsUser(restartable);
+  const int64_t ended = submitSpecAsUser(spec("idle-batch", true));
+  // An interactive allocation (gpool alloc): no command, it only holds its GPU.
+  api::JobSpec alloc = spec("idle-interactive", true);
+  alloc.interactive = true;
+  alloc.command.clear();
+  const int64_t interactive = submitSpecAsUser(alloc);
+  const int64_t busy = submitSpecAsUser(spec("busy", false));  // the simulated GPU at 100 %
+  for (int64_t id : {requeued, ended, interactive, busy})
+    ASSERT_GT(id, 0);
+  ASSERT_TRUE(waitState(ended, "RUNNING")) << job(ended).dump();
+
+  // Flagged: the reason says so (gpool show) and the AllocationIdle alert fires for the job.
+  ASSERT_TRUE(eventually([&] {
+    return job(ended).value("reason", "").rfind("Idle: every GPU at 0 %", 0) == 0;
+  })) << job(ended).dump();
+  const std::string shown = show(ended);
+  EXPECT_NE(shown.find("Reason=Idle: every GPU at 0 % since"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("ended at"), std::string::npos) << shown;
+  ASSERT_TRUE(eventually([&] {
+    auto r = http_->get("/v1/alerts?state=all");
+    if (!r.ok() || r->status != 200) return false;
+    const json alerts = json::parse(r->body);
+    for (const json& a : alerts["alerts"]) {
+      if (a["alertname"] == "AllocationIdle" &&
+          a["labels"].value("hpc_job", "") == std::to_string(ended)) {
+        return true;
+      }
+    }
+    return false;
+  }));
+
+  // After the grace: the restartable job is requeued (and placed again), the others end.
+  ASSERT_TRUE(waitState(ended, "PREEMPTED")) << job(ended).dump();
+  EXPECT_NE(job(ended).value("reason", "").find("idle reclaim: every GPU at 0 %"),
+            std::string::npos)
+      << job(ended).dump();
+  ASSERT_TRUE(waitState(interactive, "PREEMPTED")) << job(interactive).dump();
+  ASSERT_TRUE(eventually([&] { return job(requeued).value("requeue_count", 0) >= 1; }))
+      << job(requeued).dump();
+  bool flagged = false, reclaimed = false;
+  for (const json& e : events(requeued)) {
+    const std::string why = e.value("reason", "");
+    if (e.value("to_state", "") == "RUNNING" && why.rfind("Idle: ", 0) == 0) flagged = true;
+    if (e.value("to_state", "") == "PREEMPTED" && why.find("requeued") != std::string::npos) {
+      reclaimed = true;
+    }
+  }
+  EXPECT_TRUE(flagged) << events(requeued).dump();
+  EXPECT_TRUE(reclaimed) << events(requeued).dump();
+  // The busy job was never flagged and runs on.
+  EXPECT_EQ(job(busy).value("state", ""), "RUNNING") << job(busy).dump();
+  EXPECT_TRUE(eventually([&] { return !events(busy).empty(); }));
+  for (const json& e : events(busy)) {
+    EXPECT_EQ(e.value("reason", "").rfind("Idle: ", 0), std::string::npos) << e.dump();
+  }
 }
 
 // Two servers, each with its own gpool-agent, and leases short enough to lose one in a test:

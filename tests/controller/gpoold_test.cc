@@ -667,5 +667,43 @@ TEST_F(GpooldTest, HttpListenRefusesANonLoopbackAddress) {
   }
 }
 
+// [idle_reclaim]: its keys and their errors, and the AllocationIdle alert's `for` following
+// `after` unless [alerts.allocation_idle] sets one.
+TEST_F(GpooldTest, IdleReclaimSettingsAreCheckedAndTheAlertFollowsThem) {
+  Result<ControllerSettings> s = readControllerSettings(
+      writeConfig("[idle_reclaim]\nenabled = true\nafter = \"3h\"\ngrace = \"30m\"\n"
+                  "threshold = 2.5\naction = \"requeue\"\n[idle_reclaim.qos]\ndev = \"warn\"\n"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->idle_reclaim.enabled);
+  EXPECT_EQ(s->idle_reclaim.after_s, 3 * 3600);
+  EXPECT_EQ(s->idle_reclaim.grace_s, 1800);
+  EXPECT_DOUBLE_EQ(s->idle_reclaim.threshold_pct, 2.5);
+  EXPECT_EQ(s->idle_reclaim.action, "requeue");
+  EXPECT_EQ(s->idle_reclaim.qos_actions.at("dev"), "warn");
+  bool follows = false;
+  for (const AlertRuleSettings& r : s->alerts.rules) {
+    if (r.name == "allocation_idle") follows = r.for_s == 3 * 3600;
+  }
+  EXPECT_TRUE(follows);
+  s = readControllerSettings(writeConfig(
+      "[alerts.allocation_idle]\nfor = \"4h\"\n[idle_reclaim]\nenabled = true\nafter = \"1h\"\n"));
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  for (const AlertRuleSettings& r : s->alerts.rules) {
+    if (r.name == "allocation_idle") {
+      EXPECT_EQ(r.for_s, 4 * 3600);
+    }
+  }
+  for (const char* bad : {"action = \"kill\"\n", "after = \"0s\"\n", "threshold = 101\n",
+                          "[idle_reclaim.qos]\ndev = \"later\"\n"}) {
+    std::string config = writeConfig(std::string("[idle_reclaim]\n") + bad);
+    s = readControllerSettings(config);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("idle_reclaim."), std::string::npos)
+        << s.status().message();
+    Child child = spawn({"--config", config, "--once"});
+    EXPECT_EQ(waitExit(child), 2) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace gpool::controller

@@ -51,10 +51,11 @@ Caller alice() {
 
 // The controller's parts over one SQLite file, rebuilt by restart().
 struct Controller {
-  Controller(const std::string& db, SimClock& clock, AgentGateway& gateway)
+  Controller(const std::string& db, SimClock& clock, AgentGateway& gateway,
+             LoopOptions options = {})
       : store(testing::openStore(db)),
         registry(*store, clock, NodeRegistryOptions{std::chrono::seconds(90)}),
-        loop(*store, registry, gateway, clock, LoopOptions{}),
+        loop(*store, registry, gateway, clock, std::move(options)),
         service(*store, registry, clock, &loop) {}
   std::unique_ptr<store::SqliteStore> store;
   NodeRegistry registry;
@@ -70,7 +71,7 @@ class SchedulingLoopTest : public ::testing::Test {
   }
   void restart() {
     ctl_.reset();
-    ctl_ = std::make_unique<Controller>(dir_.path() + "/db", clock_, gateway_);
+    ctl_ = std::make_unique<Controller>(dir_.path() + "/db", clock_, gateway_, options_);
     ASSERT_TRUE(ctl_->registry.load().isOk());
     ASSERT_TRUE(ctl_->loop.recover().isOk());
   }
@@ -101,8 +102,124 @@ class SchedulingLoopTest : public ::testing::Test {
   testing::TempDir dir_;
   SimClock clock_;
   FakeGateway gateway_;
+  LoopOptions options_;  // before restart()
   std::unique_ptr<Controller> ctl_;
 };
+
+// Idle reclaim on the loop's clock: flagged (an event and the job's reason) after `after` at 0 %
+// and not a second sooner; stopped `grace` later and requeued (preemptible) or ended (not
+// preemptible, the interactive allocation among them) per QoS, a "warn" QoS only flagged; a
+// flagged job seen busy again is unflagged and its count starts over; busy jobs are left alone.
+class IdleReclaimTest : public SchedulingLoopTest {
+ protected:
+  void SetUp() override {
+    options_.idle.enabled = true;
+    options_.idle.after_s = 2 * 3600;
+    options_.idle.grace_s = 3600;
+    options_.idle.qos_actions["dev"] = IdleAction::kWarn;
+    options_.idle.jobs_idle = [this] { return idle_now_; };
+    options_.scheduler.preemption.grace_s = 30;
+    SchedulingLoopTest::SetUp();
+  }
+  std::string reason(int64_t id) { return ctl_->store->getJob(id)->reason; }
+  bool cancelled(int64_t id) {
+    return std::any_of(gateway_.cancelled.begin(), gateway_.cancelled.end(),
+                       [id](const FakeGateway::Cancel& c) { return c.job_id == id; });
+  }
+  // Time passes; the node's agent keeps heartbeating (it would be DOWN after 90 s of silence).
+  void later(Micros d) {
+    clock_.advance(d);
+    ASSERT_TRUE(ctl_->registry.heartbeat("gpu-01").isOk());
+  }
+  std::map<int64_t, bool> idle_now_;
+};
+
+TEST_F(IdleReclaimTest, FlagsThenRequeuesOrEndsPerQosAndCallsOffWhenUsed) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  api::Qos dev_level;  // a level whose idle jobs are only warned ([idle_reclaim.qos] dev = warn)
+  dev_level.name = "dev";
+  ASSERT_TRUE(store::saveApiQos(*ctl_->store, dev_level).isOk());
+  api::JobSpec restartable = makeSpec(1000, "restartable");
+  restartable.preemptible = true;
+  const int64_t requeued = submit(restartable);
+  const int64_t ended = submit(makeSpec(1000, "batch"));
+  api::JobSpec alloc = makeSpec(1000, "interactive");
+  alloc.interactive = true;
+  alloc.command.clear();
+  const int64_t interactive = submit(alloc);
+  api::JobSpec dev = makeSpec(1000, "dev");
+  dev.qos = "dev";
+  const int64_t warned_only = submit(dev);
+  const int64_t busy = submit(makeSpec(1000, "busy"));
+  const int64_t back = submit(makeSpec(1000, "used-again"));
+  pass();
+  for (int64_t id : {requeued, ended, interactive, warned_only, busy, back}) {
+    ASSERT_EQ(state(id), "RUNNING") << id;
+  }
+  idle_now_ = {{requeued, true},    {ended, true}, {interactive, true},
+               {warned_only, true}, {busy, false}, {back, true}};
+  pass();  // idle from now
+
+  later(std::chrono::hours(2) - std::chrono::seconds(1));
+  pass();
+  for (int64_t id : {requeued, ended, interactive, warned_only, back}) {
+    EXPECT_EQ(reason(id).rfind(kIdleReasonPrefix, 0), std::string::npos) << id << reason(id);
+  }
+  later(std::chrono::seconds(1));
+  pass();
+  for (int64_t id : {requeued, ended, interactive, warned_only, back}) {
+    EXPECT_EQ(reason(id).rfind(kIdleReasonPrefix, 0), 0u) << id << ": " << reason(id);
+  }
+  EXPECT_NE(reason(requeued).find("requeued at"), std::string::npos) << reason(requeued);
+  EXPECT_NE(reason(ended).find("ended at"), std::string::npos) << reason(ended);
+  EXPECT_NE(reason(warned_only).find("not reclaimed"), std::string::npos) << reason(warned_only);
+  EXPECT_EQ(reason(busy).rfind(kIdleReasonPrefix, 0), std::string::npos);
+  auto events = ctl_->store->jobEvents(ended);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->back().from_state, "RUNNING");
+  EXPECT_EQ(events->back().to_state, "RUNNING");
+
+  // Used again: unflagged, and its idle time counts from the next idle reading.
+  idle_now_[back] = false;
+  later(std::chrono::minutes(10));
+  pass();
+  EXPECT_NE(reason(back).find("GPU use seen again"), std::string::npos) << reason(back);
+  idle_now_[back] = true;
+  pass();
+
+  later(std::chrono::minutes(50) - std::chrono::seconds(1));  // 2h59m59s idle
+  pass();
+  EXPECT_TRUE(gateway_.cancelled.empty());
+  later(std::chrono::seconds(1));  // 3h: after + grace
+  pass();
+  EXPECT_TRUE(cancelled(requeued));
+  EXPECT_TRUE(cancelled(ended));
+  EXPECT_TRUE(cancelled(interactive));
+  EXPECT_FALSE(cancelled(warned_only));
+  EXPECT_FALSE(cancelled(busy));
+  EXPECT_FALSE(cancelled(back));
+  // The agents stop the tasks (SIGTERM, grace) and report them ended.
+  for (int64_t id : {requeued, ended, interactive}) {
+    auto epoch = ctl_->store->getJob(id)->epoch;
+    ASSERT_TRUE(ctl_->loop.taskEnded(id, 0, epoch, 143, TaskOutcome::kCancelled).isOk()) << id;
+  }
+  EXPECT_EQ(state(requeued), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(requeued)->requeue_count, 1);
+  EXPECT_EQ(state(ended), "PREEMPTED");
+  EXPECT_EQ(state(interactive), "PREEMPTED");
+  EXPECT_NE(reason(ended).find("idle reclaim: every GPU at 0 % for 03:00:00, ended"),
+            std::string::npos)
+      << reason(ended);
+  auto requeue_events = ctl_->store->jobEvents(requeued);
+  ASSERT_TRUE(requeue_events.ok());
+  ASSERT_GE(requeue_events->size(), 2u);
+  const store::JobEvent& preempted = (*requeue_events)[requeue_events->size() - 2];
+  EXPECT_EQ(preempted.to_state, "PREEMPTED");
+  EXPECT_NE(preempted.reason.find("idle reclaim"), std::string::npos) << preempted.reason;
+  EXPECT_EQ(state(warned_only), "RUNNING");
+  EXPECT_EQ(state(busy), "RUNNING");
+  EXPECT_EQ(state(back), "RUNNING");
+}
 
 // A held job stays PENDING with its JobHeld reason through passes; released, it is placed.
 TEST_F(SchedulingLoopTest, HeldJobIsNotPlacedUntilReleased) {
@@ -122,6 +239,46 @@ TEST_F(SchedulingLoopTest, HeldJobIsNotPlacedUntilReleased) {
   pass();
   EXPECT_EQ(state(id), "RUNNING");
   EXPECT_EQ(gateway_.forJob(id).size(), 1u);
+}
+
+// --min-cuda (issue 22): a job needing CUDA 12.2 goes only to GPUs whose driver supports it;
+// with no such server in the pool it waits with BadConstraints naming min_cuda (the mismatch
+// reported to the user), and runs once a server with a newer driver joins.
+TEST_F(SchedulingLoopTest, MinCudaIsHonouredByPlacementAndNamedWhenNoServerHasIt) {
+  api::Node old_driver = makeNode("gpu-old", 2);
+  for (api::Gpu& g : old_driver.gpus)
+    g.cuda_version = "11.4";
+  ASSERT_TRUE(ctl_->registry.registerNode(old_driver).ok());
+  api::JobSpec spec = makeSpec(1000, "needs-12.2");
+  spec.constraints.min_cuda = api::CudaVersion{12, 2};
+  const int64_t needs = submit(spec);
+  const int64_t any = submit(makeSpec(1000, "any"));
+  pass();
+  EXPECT_EQ(state(any), "RUNNING");
+  EXPECT_EQ(state(needs), "PENDING");
+  EXPECT_EQ(ctl_->store->getJob(needs)->reason, "BadConstraints");
+  auto insight = ctl_->loop.pendingInsight(needs);
+  ASSERT_TRUE(insight.has_value());
+  EXPECT_NE(insight->detail.find("min_cuda"), std::string::npos) << insight->detail;
+
+  api::Node new_driver = makeNode("gpu-new", 2);
+  for (api::Gpu& g : new_driver.gpus)
+    g.cuda_version = "12.4";
+  ASSERT_TRUE(ctl_->registry.registerNode(new_driver).ok());
+  pass();
+  ASSERT_EQ(state(needs), "RUNNING");
+  ASSERT_EQ(gateway_.forJob(needs).size(), 1u);
+  EXPECT_EQ(gateway_.forJob(needs)[0].node, "gpu-new");
+  // 12.10 is newer than 12.2 (not a decimal).
+  api::Node newest = makeNode("gpu-newest", 1);
+  newest.gpus[0].cuda_version = "12.10";
+  ASSERT_TRUE(ctl_->registry.registerNode(newest).ok());
+  api::JobSpec spec9 = makeSpec(1000, "needs-12.9");
+  spec9.constraints.min_cuda = api::CudaVersion{12, 9};
+  const int64_t needs9 = submit(spec9);
+  pass();
+  ASSERT_EQ(gateway_.forJob(needs9).size(), 1u);
+  EXPECT_EQ(gateway_.forJob(needs9)[0].node, "gpu-newest");
 }
 
 // An admin's priority change (PATCH /v1/jobs/{id}) reorders the queue.
