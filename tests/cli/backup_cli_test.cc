@@ -171,9 +171,8 @@ TEST_F(BackupCliTest, RestoreIsRefusedUnderARunningGpooldAndForADamagedBackup) {
 TEST_F(BackupCliTest, GpooldTimerWritesAndRotatesBackups) {
   const std::string dir = dir_.path() + "/backups";
   fs::create_directories(dir);
-  config_ =
-      testing::writeGpooldConfig(dir_.path() + "/gpoold.toml", db_, socket_,
-                                 "[backup]\ndir = \"" + dir + "\"\ninterval = \"1s\"\nkeep = 2\n");
+  controller_extra_ += "[backup]\ndir = \"" + dir + "\"\ninterval = \"1s\"\nkeep = 2\n";
+  config_ = writeConfig();
   ASSERT_EQ(gpoold_.start(config_), "");
   ASSERT_TRUE(submit());
   std::set<std::string> seen;
