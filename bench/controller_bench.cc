@@ -19,6 +19,11 @@
 //                         [--api-threads N]   (gpoold's api_threads; default: its own default)
 //                         [--api-blocking-threads N]   (gpoold's; default: its own default)
 //                         [--schedule-interval DURATION]   (gpoold's; default 10s)
+//                         [--backup ROUNDS]   (only the backup comparison below, ROUNDS times)
+//
+// --backup (issue 27): the API's latency while `gpool admin backup` copies the store (the real
+// binary, back to back) against the same load without a backup, alternating in the same run:
+// list and show at 10 requests/s per client, and submissions from 16 clients in a closed loop.
 // Targets (issue 4): >= 2,000 submissions/s with SQLite, p99 < 20 ms for list/show under 64
 // clients, < 500 MB resident at 1,000 nodes and 100,000 jobs.
 
@@ -26,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -80,6 +86,7 @@ struct Options {
   // gpoold's schedule_interval: the timer's passes over every pending job run beside the read
   // phases; a long interval shows what they cost the readers.
   std::string schedule_interval = "10s";
+  int backup_rounds = 0;  // --backup: rounds of the backup comparison instead of the phases
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -366,6 +373,89 @@ void printRow(const Figures& f, const Figures* base, bool by_p99 = false) {
   std::printf("\n");
 }
 
+const std::string kGpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
+
+// The API under load without and with `gpool admin backup` running back to back (the real
+// binary, as an admin or a cron job runs it), alternating for o.backup_rounds rounds: each row
+// pair is measured in the same run, the one without a backup being the baseline.
+int backupComparison(const Options& o, const std::string& dir, const std::string& config,
+                     const std::string& sock) {
+  const std::string backup = dir + "/bench.backup";
+  auto list = getter(sock, [&o](std::mt19937& rng) {
+    int after = static_cast<int>(rng() % static_cast<unsigned>(o.jobs));
+    return "/v1/jobs?limit=50&after=" + std::to_string(after);
+  });
+  auto show = getter(sock, [&o](std::mt19937& rng) {
+    int id = 1 + static_cast<int>(rng() % static_cast<unsigned>(o.jobs));
+    return "/v1/jobs/" + std::to_string(id);
+  });
+  const double paced_rate = 10.0;
+  const int writers = std::min(16, o.clients);
+  struct Row {
+    Figures without;
+    Figures with;
+  };
+  std::vector<Row> rows(3);
+  std::vector<double> backup_s;
+  uint64_t backup_bytes = 0;
+  for (int round = 0; round < o.backup_rounds; ++round) {
+    for (bool during : {false, true}) {
+      std::atomic<bool> stop{false};
+      std::thread copier;
+      if (during) {
+        copier = std::thread([&] {
+          while (!stop.load()) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::string cmd =
+                kGpool + " admin backup " + backup + " --store " + dir + "/gpool.db > /dev/null";
+            if (std::system(cmd.c_str()) != 0) die("gpool admin backup failed");
+            backup_s.push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          }
+        });
+      }
+      Figures l = drive("GET /v1/jobs?limit=50, 10/s per client", o.clients, o.seconds, list, 0,
+                        true, paced_rate);
+      Figures g = drive("GET /v1/jobs/{id}, 10/s per client", o.clients, o.seconds, show, 0, true,
+                        paced_rate);
+      Figures w = drive("POST /v1/jobs, " + std::to_string(writers) + " clients", writers,
+                        o.seconds, submitter(sock));
+      stop = true;
+      if (copier.joinable()) copier.join();
+      for (auto [i, f] : {std::pair{0, &l}, std::pair{1, &g}, std::pair{2, &w}}) {
+        Figures& acc =
+            during ? rows[static_cast<size_t>(i)].with : rows[static_cast<size_t>(i)].without;
+        // Rounds are pooled by their worst p99 and summed counts.
+        acc.name = f->name;
+        acc.requests += f->requests;
+        acc.errors += f->errors;
+        acc.seconds += f->seconds;
+        acc.p50_ms = std::max(acc.p50_ms, f->p50_ms);
+        acc.p99_ms = std::max(acc.p99_ms, f->p99_ms);
+      }
+    }
+  }
+  std::error_code ec;
+  backup_bytes = std::filesystem::file_size(backup, ec);
+  (void)config;
+  std::sort(backup_s.begin(), backup_s.end());
+  std::printf("\n%-40s %8s %7s %10s %9s %9s %11s\n", "API during backups (worst of rounds)",
+              "requests", "errors", "req/s", "p50 ms", "p99 ms", "vs none");
+  for (Row& r : rows) {
+    r.with.name += " + backup";
+    printRow(r.without, nullptr);
+    printRow(r.with, &r.without, true);
+  }
+  if (!backup_s.empty()) {
+    std::printf(
+        "backups: %zu taken back to back, %.1f MB each, %.2f s median, %.2f s longest (%d jobs "
+        "in the store)\n",
+        backup_s.size(), static_cast<double>(backup_bytes) / 1e6, backup_s[backup_s.size() / 2],
+        backup_s.back(), o.jobs);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -388,6 +478,8 @@ int main(int argc, char** argv) {
       o.api_blocking_threads = std::atoi(argv[i + 1]);
     else if (a == "--schedule-interval")
       o.schedule_interval = argv[i + 1];
+    else if (a == "--backup")
+      o.backup_rounds = std::atoi(argv[i + 1]);
     else
       die("unknown option '" + a + "' (see the comment at the top of bench/controller_bench.cc)");
   }
@@ -419,6 +511,14 @@ int main(int argc, char** argv) {
       "controller_bench: gpoold with %d nodes x 8 GPUs (drained) and %d jobs in SQLite, "
       "%d clients, %u CPUs; idle %.1f s after it was ready (its first scheduling pass)\n",
       o.nodes, o.jobs, o.clients, std::thread::hardware_concurrency(), settle_s);
+  if (o.backup_rounds > 0) {
+    const int rc = backupComparison(o, dir.path(), config, sock);
+    kill(daemon.pid, SIGTERM);
+    int status = 0;
+    waitpid(daemon.pid, &status, 0);
+    fclose(daemon.out);
+    return rc;
+  }
 
   std::vector<Figures> reads;
   reads.push_back(drive("GET /v1/health (transport baseline)", o.clients, o.seconds,

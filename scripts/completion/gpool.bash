@@ -8,7 +8,7 @@ _gpool() {
   local commands="submit run alloc logs shell queue show cancel nodes top watch up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
   commands+=" user group quota qos drain resume node usage account config token join-token alerts"
-  commands+=" gpu"
+  commands+=" gpu admin"
   local global="--socket --server --ca --token-file --json --help --version"
   cmd=""
   local sub=""
@@ -165,6 +165,24 @@ _gpool() {
         create) COMPREPLY=($(compgen -W "--name --user --expires-in --save --help $global" \
                   -- "$cur")) ;;
         *) COMPREPLY=($(compgen -W "--help $global" -- "$cur")) ;;
+      esac ;;
+    admin)
+      case "$prev" in
+        --config|--store) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+      esac
+      case "$sub" in
+        "") COMPREPLY=($(compgen -W "backup verify restore --help" -- "$cur")) ;;
+        backup|restore)
+          if [[ "$cur" == -* ]]; then
+            COMPREPLY=($(compgen -W "--config --store --help $global" -- "$cur"))
+          else
+            COMPREPLY=($(compgen -f -- "$cur"))
+          fi ;;
+        *) if [[ "$cur" == -* ]]; then
+             COMPREPLY=($(compgen -W "--help $global" -- "$cur"))
+           else
+             COMPREPLY=($(compgen -f -- "$cur"))
+           fi ;;
       esac ;;
     join-token)
       case "$prev" in

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/admin_commands.h"
+#include "cli/backup_commands.h"
 #include "cli/client_commands.h"
 #include "cli/token_commands.h"
 #include "cli/top_command.h"
@@ -57,6 +58,7 @@ int runCli(const std::vector<std::string>& args) {
   version->callback([] { std::printf("gpool %s\n", GPOOL_VERSION); });
   registerClientCommands(app, global);
   registerAdminCommands(app, global);
+  registerBackupCommands(app, global);
   registerTopCommand(app, global);
   sim::registerSimCommands(app);
   registerUpCommands(app);

@@ -306,6 +306,26 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
         {"reclaim_delay", p.reclaim_delay_s}}) {
     if (value < 0) sch.fail(key, "must not be negative");
   }
+  config::ConfigSection backup = root.section("backup");
+  s.backup.dir = backup.getString("dir", "");
+  s.backup.interval_s = backup.getDuration("interval", 86'400);
+  s.backup.keep = static_cast<int>(backup.getInt("keep", 7, 1, 100'000));
+  if (s.backup.interval_s < 1) backup.fail("interval", "must be at least 1s");
+  if (!s.backup.dir.empty()) {
+    const bool postgres = s.store.rfind("postgresql://", 0) == 0 ||
+                          s.store.rfind("postgres://", 0) == 0 ||
+                          s.store.find('=') != std::string::npos;
+    struct stat st {};
+    if (postgres) {
+      backup.fail("dir",
+                  "the backup timer copies a SQLite store; back up PostgreSQL with pg_dump "
+                  "(docs/admin-guide.md, \"Backups\")");
+    } else if (::stat(s.backup.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      backup.fail("dir", "'" + s.backup.dir + "' is not a folder");
+    } else if (::access(s.backup.dir.c_str(), W_OK) != 0) {
+      backup.fail("dir", "cannot write to '" + s.backup.dir + "': " + std::strerror(errno));
+    }
+  }
   GPOOL_RETURN_IF_ERROR(file.finish());
   return s;
 }

@@ -79,6 +79,13 @@ struct SchedulerSettings {
   int64_t reclaim_delay_s = 300;
 };
 
+// [backup]: gpoold's backup timer (docs/admin-guide.md, "Backups"). Off while `dir` is empty.
+struct BackupSettings {
+  std::string dir;              // where gpool-<UTC time>.backup files go
+  int64_t interval_s = 86'400;  // between two backups (the first one interval after start)
+  int keep = 7;                 // the newest `keep` timer backups are kept, older ones removed
+};
+
 struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
@@ -148,6 +155,7 @@ struct ControllerSettings {
   logging::LogOptions log;
   AlertSettings alerts;
   IdleReclaimSettings idle_reclaim;
+  BackupSettings backup;
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

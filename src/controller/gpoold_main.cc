@@ -14,10 +14,12 @@
 
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -44,6 +46,7 @@
 #include "logging/logging.h"
 #include "net/router.h"
 #include "net/server.h"
+#include "store/backup.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
@@ -78,9 +81,7 @@ std::vector<AlertRule> alertRulesFrom(const AlertSettings& settings) {
 }
 
 Result<store::StorePtr> openStore(const Settings& s) {
-  bool postgres = s.store.rfind("postgresql://", 0) == 0 || s.store.rfind("postgres://", 0) == 0 ||
-                  s.store.find('=') != std::string::npos;
-  if (postgres) {
+  if (store::isPostgresStore(s.store)) {
     store::PostgresOptions options;
     options.conninfo = s.store;
     GPOOL_ASSIGN_OR_RETURN(auto pg, store::PostgresStore::open(options));
@@ -127,6 +128,16 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Held while gpoold runs, so that `gpool admin restore` never replaces the file under it.
+  store::StoreFileLock store_lock;
+  if (!store::isPostgresStore(settings->store)) {
+    Result<store::StoreFileLock> lock = store::StoreFileLock::acquire(settings->store, false);
+    if (!lock.ok()) {
+      spdlog::error("cannot open the store {}: {}", settings->store, lock.status().toString());
+      return 1;
+    }
+    store_lock = std::move(*lock);
+  }
   Result<store::StorePtr> store = openStore(*settings);
   if (!store.ok()) {
     spdlog::error("cannot open the store {}: {}", settings->store, store.status().toString());
@@ -391,6 +402,33 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   monitor.start(std::chrono::seconds(settings->alerts.evaluate_every_s));
   webhooks.start();
   std::jthread scheduler([&loop](std::stop_token stop) { loop.runUntilStopped(stop); });
+  // [backup]: a backup of the store every interval into backup.dir, the newest `keep` kept. It
+  // reads through its own connection (SQLite's online backup API), so the API is not blocked.
+  std::jthread backups;
+  if (!settings->backup.dir.empty()) {
+    backups = std::jthread([&settings, &clock](std::stop_token stop) {
+      const BackupSettings& b = settings->backup;
+      std::mutex mu;
+      std::condition_variable_any cv;
+      while (true) {
+        {
+          std::unique_lock lock(mu);
+          cv.wait_for(lock, stop, std::chrono::seconds(b.interval_s),
+                      [&stop] { return stop.stop_requested(); });
+          if (stop.stop_requested()) return;
+        }
+        Result<std::string> taken =
+            store::takeTimerBackup(settings->store, b.dir, b.keep, clock.now());
+        if (taken.ok()) {
+          spdlog::info("backup written to {} (keeping the newest {})", *taken, b.keep);
+        } else {
+          spdlog::error("backup into {} failed: {}", b.dir, taken.status().toString());
+        }
+      }
+    });
+    spdlog::info("backups every {} s into {}, the newest {} kept", settings->backup.interval_s,
+                 settings->backup.dir, settings->backup.keep);
+  }
   spdlog::info("gpoold started (store {}, {} nodes known)", settings->store,
                registry.nodes().size());
   // Tests wait for this line before signalling.
@@ -403,6 +441,10 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   monitor.stop();
   webhooks.stop();
   metrics.stop();
+  if (backups.joinable()) {
+    backups.request_stop();
+    backups.join();
+  }
   scheduler.request_stop();
   scheduler.join();
   feed.stop();

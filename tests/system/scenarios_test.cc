@@ -54,6 +54,72 @@ TEST_F(RequeueScenario, PartitionLongerThanTheLeaseThenHealed) {
       false);
 }
 
+// Issue 27: `gpool admin backup` while a task runs, a job submitted after it, then
+// `gpool admin restore` with the task still running. The job the backup knows as running keeps
+// its task and ends as itself; the job submitted after the backup is unknown to the restored
+// controller: its task is stopped and its id is never issued again; a new job runs with an id
+// of its own and its own output.
+TEST_F(SystemTest, AdminRestoreWhileTasksRunKeepsThemAndReusesNoId) {
+  ASSERT_NO_FATAL_FAILURE(startPool());
+  const std::string gpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
+  auto admin = [&](const std::vector<std::string>& args, const std::string& log) {
+    std::vector<std::string> argv{gpool, "admin"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--store", pool_->storePath()});
+    Daemon d("gpool admin " + args[0], argv, "", pool_->dir() + "/" + log);
+    if (!d.start().isOk()) return -1;
+    return d.wait(seconds(120));
+  };
+  std::vector<Submission> kept = pool_->submit(plans("kept", 1, 12'000));
+  ASSERT_EQ(acked(kept), 1);
+  ASSERT_TRUE(allStarted(kept));
+  const std::string backup = pool_->dir() + "/pool.backup";
+  ASSERT_EQ(admin({"backup", backup}, "backup.log"), 0);
+  std::vector<Submission> lost = pool_->submit(plans("lost", 1, 120'000));
+  ASSERT_EQ(acked(lost), 1);
+  ASSERT_TRUE(allStarted(lost));
+
+  ASSERT_TRUE(pool_->gpoold().stop().isOk());
+  ++faults_;
+  ASSERT_EQ(admin({"restore", backup}, "restore.log"), 0);
+  const uint64_t mark = pool_->gpooldLogMark();
+  const int64_t restarted_at = realNowUs();
+  ASSERT_TRUE(pool_->startGpoold().isOk());
+  for (int i = 0; i < pool_->agents(); ++i)
+    ASSERT_GE(recoverySeconds(pool_->node(i), mark, restarted_at), 0) << pool_->node(i);
+  // The task of the job the restored controller does not know is stopped.
+  ASSERT_TRUE(allEnded(lost, seconds(30))) << "the unknown job's task still runs";
+  std::vector<Submission> fresh = pool_->submit(plans("fresh", 1, 300));
+  ASSERT_EQ(acked(fresh), 1);
+  figures_.values["lost_id"] = lost[0].id;
+  figures_.values["fresh_id"] = fresh[0].id;
+  EXPECT_GT(fresh[0].id, lost[0].id) << "the restored controller reissued a job id";
+  ASSERT_TRUE(pool_->waitAllFinished(seconds(60)).isOk());
+  // The kept task ran once, from before the backup to its own end.
+  int kept_runs = 0;
+  for (const TaskRun& r : pool_->runs())
+    kept_runs += r.tag == "kept-0";
+  EXPECT_EQ(kept_runs, 1);
+  EXPECT_EQ(pool_->job(kept[0].id)->value("state", ""), "COMPLETED");
+  std::string log;
+  waitFor(
+      [&] {
+        Result<json> chunk = pool_->get("/v1/jobs/" + std::to_string(fresh[0].id) + "/log");
+        if (!chunk.ok() || chunk->value("pending", false)) return false;
+        log = chunk->value("data", "");
+        return true;
+      },
+      seconds(20), milliseconds(100));
+  EXPECT_NE(log.find("task fresh-0"), std::string::npos) << log;
+  CheckOptions options;
+  options.ignore_state_of = {"lost-0"};  // unknown to the restored controller, by design
+  std::vector<Submission> judged = kept;
+  append(&judged, fresh);
+  CheckResult r = judge(judged, options);
+  EXPECT_TRUE(r.ok()) << r.summary();
+  EXPECT_EQ(r.final_states["COMPLETED"], 2) << r.summary();
+}
+
 // The load scenario (long profile only): 200 agents (20 per host namespace, simulated GPUs),
 // 50,000 jobs from 100 concurrent clients; jobs/s, API p50/p99 and scheduling latency.
 TEST_F(SystemTest, LoadOf200AgentsAnd50000JobsFrom100Clients) {
