@@ -124,6 +124,11 @@ AlertSettings readAlertSettings(config::ConfigSection alerts) {
 
 }  // namespace
 
+bool isPostgresStore(const std::string& store) {
+  return store.rfind("postgresql://", 0) == 0 || store.rfind("postgres://", 0) == 0 ||
+         store.find('=') != std::string::npos;
+}
+
 int64_t defaultApiThreads() {
   const int64_t cpus = std::max<int64_t>(1, std::thread::hardware_concurrency());
   return std::clamp<int64_t>(2 * cpus, 4, 256);
@@ -266,6 +271,28 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
         {"reclaim_min_run_time", p.reclaim_min_run_time_s},
         {"reclaim_delay", p.reclaim_delay_s}}) {
     if (value < 0) sch.fail(key, "must not be negative");
+  }
+  config::ConfigSection ha = root.section("ha");
+  s.ha.enabled = ha.getBool("enabled", false);
+  s.ha.lease_s = ha.getDuration("lease", s.ha.lease_s);
+  s.ha.advertise = ha.getString("advertise", "");
+  if (s.ha.lease_s < 1 || s.ha.lease_s > 600) ha.fail("lease", "must be between 1s and 10m");
+  if (s.ha.enabled && !isPostgresStore(s.store)) {
+    ha.fail("enabled",
+            "high availability needs a PostgreSQL store, and controller.store is the SQLite file "
+            "'" +
+                s.store +
+                "': SQLite serves one controller only; set controller.store to a PostgreSQL "
+                "connection string (docs/ha.md)");
+  }
+  if (s.ha.advertise.empty()) {
+    if (s.tls_port >= 0) {
+      s.ha.advertise = "https://" + s.tls_host + ":" + std::to_string(s.tls_port);
+    } else if (s.http_port >= 0) {
+      s.ha.advertise = "http://" + s.http_host + ":" + std::to_string(s.http_port);
+    } else {
+      s.ha.advertise = s.socket;
+    }
   }
   GPOOL_RETURN_IF_ERROR(file.finish());
   return s;

@@ -67,6 +67,22 @@ struct SchedulerSettings {
   int64_t reclaim_delay_s = 300;
 };
 
+// [ha]: high availability, several controllers on one PostgreSQL store (docs/ha.md).
+struct HaSettings {
+  bool enabled = false;
+  // The controller lease: renewed every lease/3, taken over by a standby once it has lapsed on
+  // the database's clock (a standby tries every lease/6): a takeover happens within about
+  // lease + lease/6 of the leader's death, plus the new leader's rebuild from the store.
+  int64_t lease_s = 6;
+  // How clients reach this controller, shown to them by the standbys ("https://ctl-a:8443");
+  // default: tls_listen as https://host:port, else http_listen, else the socket path.
+  std::string advertise;
+};
+
+// Whether controller.store names a PostgreSQL database (a URI or a key=value conninfo) rather
+// than a SQLite file.
+bool isPostgresStore(const std::string& store);
+
 struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
@@ -133,6 +149,7 @@ struct ControllerSettings {
   bool allow_root_jobs = false;
   int64_t min_job_uid = 1;
   SchedulerSettings scheduler;
+  HaSettings ha;
   logging::LogOptions log;
   AlertSettings alerts;
 };
