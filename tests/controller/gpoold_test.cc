@@ -741,8 +741,15 @@ TEST_F(GpooldHaTest, StandbyRedirectsAndTakesOverWhenTheLeaderIsKilled) {
   auto first = submit("a");
   ASSERT_TRUE(first.ok()) << first.status().toString();
   ASSERT_EQ(first->status, 201) << first->body;
-  // The standby neither reads nor writes: 503, naming the leader's address.
+  // The standby neither reads nor writes: 503, naming the leader's address once it has read
+  // the lease (right after "standby" it may not have yet: "no controller leads yet").
   auto redirected = submit("b");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (redirected.ok() && !redirected->header("Gpool-Leader") &&
+         std::chrono::steady_clock::now() < deadline) {
+    EXPECT_EQ(redirected->status, 503) << redirected->body;
+    redirected = submit("b");
+  }
   ASSERT_TRUE(redirected.ok()) << redirected.status().toString();
   EXPECT_EQ(redirected->status, 503) << redirected->body;
   EXPECT_EQ(redirected->header("Gpool-Leader").value_or(""), socket("a"));
