@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "config/config.h"
+#include "store/backup.h"
 
 namespace gpool::controller {
 namespace {
@@ -312,11 +313,8 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   s.backup.keep = static_cast<int>(backup.getInt("keep", 7, 1, 100'000));
   if (s.backup.interval_s < 1) backup.fail("interval", "must be at least 1s");
   if (!s.backup.dir.empty()) {
-    const bool postgres = s.store.rfind("postgresql://", 0) == 0 ||
-                          s.store.rfind("postgres://", 0) == 0 ||
-                          s.store.find('=') != std::string::npos;
     struct stat st {};
-    if (postgres) {
+    if (store::isPostgresStore(s.store)) {
       backup.fail("dir",
                   "the backup timer copies a SQLite store; back up PostgreSQL with pg_dump "
                   "(docs/admin-guide.md, \"Backups\")");
@@ -324,6 +322,28 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
       backup.fail("dir", "'" + s.backup.dir + "' is not a folder");
     } else if (::access(s.backup.dir.c_str(), W_OK) != 0) {
       backup.fail("dir", "cannot write to '" + s.backup.dir + "': " + std::strerror(errno));
+    }
+  }
+  config::ConfigSection ha = root.section("ha");
+  s.ha.enabled = ha.getBool("enabled", false);
+  s.ha.lease_s = ha.getDuration("lease", s.ha.lease_s);
+  s.ha.advertise = ha.getString("advertise", "");
+  if (s.ha.lease_s < 1 || s.ha.lease_s > 600) ha.fail("lease", "must be between 1s and 10m");
+  if (s.ha.enabled && !store::isPostgresStore(s.store)) {
+    ha.fail("enabled",
+            "high availability needs a PostgreSQL store, and controller.store is the SQLite file "
+            "'" +
+                s.store +
+                "': SQLite serves one controller only; set controller.store to a PostgreSQL "
+                "connection string (docs/ha.md)");
+  }
+  if (s.ha.advertise.empty()) {
+    if (s.tls_port >= 0) {
+      s.ha.advertise = "https://" + s.tls_host + ":" + std::to_string(s.tls_port);
+    } else if (s.http_port >= 0) {
+      s.ha.advertise = "http://" + s.http_host + ":" + std::to_string(s.http_port);
+    } else {
+      s.ha.advertise = s.socket;
     }
   }
   GPOOL_RETURN_IF_ERROR(file.finish());

@@ -86,6 +86,18 @@ struct BackupSettings {
   int keep = 7;                 // the newest `keep` timer backups are kept, older ones removed
 };
 
+// [ha]: high availability, several controllers on one PostgreSQL store (docs/ha.md).
+struct HaSettings {
+  bool enabled = false;
+  // The controller lease: renewed every lease/3, taken over by a standby once it has lapsed on
+  // the database's clock (a standby tries every lease/6): a takeover happens within about
+  // lease + lease/6 of the leader's death, plus the new leader's rebuild from the store.
+  int64_t lease_s = 6;
+  // How clients reach this controller, shown to them by the standbys ("https://ctl-a:8443");
+  // default: tls_listen as https://host:port, else http_listen, else the socket path.
+  std::string advertise;
+};
+
 struct ControllerSettings {
   std::string store;  // a file path, or "postgresql://..." / "postgres://..." / "host=..."
   std::string sqlite_synchronous;
@@ -152,6 +164,7 @@ struct ControllerSettings {
   bool allow_root_jobs = false;
   int64_t min_job_uid = 1;
   SchedulerSettings scheduler;
+  HaSettings ha;
   logging::LogOptions log;
   AlertSettings alerts;
   IdleReclaimSettings idle_reclaim;

@@ -36,6 +36,7 @@
 #include "controller/api_tokens.h"
 #include "controller/controller_config.h"
 #include "controller/job_service.h"
+#include "controller/leadership.h"
 #include "controller/live_feed.h"
 #include "controller/metrics.h"
 #include "controller/node_registry.h"
@@ -80,11 +81,16 @@ std::vector<AlertRule> alertRulesFrom(const AlertSettings& settings) {
   return rules;
 }
 
-Result<store::StorePtr> openStore(const Settings& s) {
+// `fenced`: set to the PostgreSQL store when [ha] is on, whose writes then carry the fencing
+// token of the controller lease (leadership.h).
+Result<store::StorePtr> openStore(const Settings& s, store::PostgresStore** fenced) {
   if (store::isPostgresStore(s.store)) {
     store::PostgresOptions options;
     options.conninfo = s.store;
+    options.fenced = s.ha.enabled;
+    options.idle_in_transaction_timeout_ms = s.ha.lease_s * 1000;
     GPOOL_ASSIGN_OR_RETURN(auto pg, store::PostgresStore::open(options));
+    if (s.ha.enabled) *fenced = pg.get();
     return store::StorePtr(std::move(pg));
   }
   store::SqliteOptions options;
@@ -128,6 +134,11 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (settings->ha.enabled && once) {
+    std::cerr << "gpoold: --once cannot run with [ha] enabled (it would write without the "
+                 "controller lease); run it against a stopped pool without [ha]\n";
+    return 2;
+  }
   // Held while gpoold runs, so that `gpool admin restore` never replaces the file under it.
   store::StoreFileLock store_lock;
   if (!store::isPostgresStore(settings->store)) {
@@ -138,23 +149,51 @@ int run(const std::string& config_path, bool once, bool list_routes) {
     }
     store_lock = std::move(*lock);
   }
-  Result<store::StorePtr> store = openStore(*settings);
+  store::PostgresStore* fenced_store = nullptr;
+  Result<store::StorePtr> store = openStore(*settings, &fenced_store);
   if (!store.ok()) {
     spdlog::error("cannot open the store {}: {}", settings->store, store.status().toString());
     return 1;
+  }
+  // [ha]: this controller starts as a standby; everything that writes or runs on a timer
+  // waits until it holds the controller lease (leadership.h, docs/ha.md).
+  std::unique_ptr<store::LeaderLease> lease;
+  std::unique_ptr<Leadership> leadership;
+  if (fenced_store != nullptr) {
+    store::LeaderLeaseOptions lease_options;
+    lease_options.conninfo = settings->store;
+    lease_options.holder = store::newControllerName();
+    lease_options.address = settings->ha.advertise;
+    lease_options.duration_ms = settings->ha.lease_s * 1000;
+    Result<std::unique_ptr<store::LeaderLease>> opened = store::LeaderLease::open(lease_options);
+    if (!opened.ok()) {
+      spdlog::error("cannot open the controller lease: {}", opened.status().toString());
+      return 1;
+    }
+    lease = std::move(opened).value();
+    LeadershipOptions leadership_options;
+    leadership_options.lease = std::chrono::milliseconds(lease_options.duration_ms);
+    leadership = std::make_unique<Leadership>(*lease, *fenced_store, leadership_options);
+    spdlog::info("high availability: controller {} (advertised as {}), lease {} s",
+                 lease_options.holder, lease_options.address, settings->ha.lease_s);
   }
   Clock& clock = realClock();
   // Every start is a new incarnation of the store (docs/store.md): placements made from now on
   // carry it, so that after a restore from a backup no task of the lost era is taken for a job
   // of the restored store. Without it that could happen, so a store that cannot write it now
-  // keeps gpoold from starting (the store is needed writable for any placement anyway).
-  Result<int64_t> incarnation = (*store)->beginIncarnation(clock.now());
-  if (!incarnation.ok()) {
-    spdlog::error("cannot start: the store {} cannot write: {}", settings->store,
-                  incarnation.status().toString());
-    return 1;
-  }
-  spdlog::info("store incarnation {}", *incarnation);
+  // keeps gpoold from starting (the store is needed writable for any placement anyway). With
+  // [ha] it is a write like any other: a standby begins one once it holds the lease.
+  auto begin_incarnation = [&]() -> bool {
+    Result<int64_t> incarnation = (*store)->beginIncarnation(clock.now());
+    if (!incarnation.ok()) {
+      spdlog::error("cannot start: the store {} cannot write: {}", settings->store,
+                    incarnation.status().toString());
+      return false;
+    }
+    spdlog::info("store incarnation {}", *incarnation);
+    return true;
+  };
+  if (!leadership && !begin_incarnation()) return 1;
   NodeRegistryOptions registry_options;
   registry_options.down_after = std::chrono::seconds(settings->node_down_after_s);
   registry_options.lease_ends_after = std::chrono::seconds(
@@ -201,13 +240,18 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   metrics.setAgentCount([&gateway] { return gateway.connectedCount(); });
   // The dashboard's story of the pool: allocated against used, sampled every 10 s.
   PoolHistory pool_history(telemetry, clock);
-  pool_history.start();
-  for (Status s : {registry.load(), loop.recover()}) {
-    if (!s.isOk()) {
-      spdlog::error("cannot rebuild the controller's state: {}", s.toString());
-      return 1;
+  // The controller's view, rebuilt from the store as after a restart: at start, or (HA) once
+  // this controller has taken the lease, so that it sees every write of the leader before it.
+  auto rebuild = [&]() -> bool {
+    for (Status s : {registry.load(), loop.recover()}) {
+      if (!s.isOk()) {
+        spdlog::error("cannot rebuild the controller's state: {}", s.toString());
+        return false;
+      }
     }
-  }
+    return true;
+  };
+  if (!leadership && !rebuild()) return 1;
   JobServiceOptions service_options;
   service_options.log_relay = &gateway;  // logs of tasks on other servers, through their agents
   service_options.allow_root_jobs = settings->allow_root_jobs;
@@ -234,7 +278,7 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   AlertSettings alert_settings = settings->alerts;
   alert_settings.strays_off = settings->stray_policy == "off";
   AlertEngine alerts(**store, clock, alertRulesFrom(alert_settings));
-  if (Status s = alerts.load(); !s.isOk()) {
+  if (Status s = leadership ? Status::ok() : alerts.load(); !s.isOk()) {
     spdlog::error("cannot read the firing alerts: {}", s.toString());
     return 1;
   }
@@ -343,6 +387,14 @@ int run(const std::string& config_path, bool once, bool list_routes) {
     }
     server_options.threads = static_cast<int>(settings->api_threads);
     server_options.blocking_threads = static_cast<int>(settings->api_blocking_threads);
+    if (leadership) {
+      Result<net::Router> gated = leadership->gate(router);
+      if (!gated.ok()) {
+        spdlog::error("cannot set up the standby's routes: {}", gated.status().toString());
+        return 1;
+      }
+      router = std::move(*gated);
+    }
     Result<net::Router> counted = metrics.instrument(router);
     if (!counted.ok()) {
       spdlog::error("cannot set up the API's metrics: {}", counted.status().toString());
@@ -398,6 +450,45 @@ int run(const std::string& config_path, bool once, bool list_routes) {
     std::cout << "metrics " << settings->metrics_host << ":" << scrape_server->httpPort()
               << std::endl;
   }
+  if (leadership) {
+    // Standby: the listeners answer 503 naming the leader; nothing is scheduled, alerted or
+    // sampled here. A SIGTERM or SIGINT while waiting stops this controller cleanly.
+    std::cout << "standby" << std::endl;
+    std::stop_source standby_stop;
+    std::jthread signal_waiter([&signals, &standby_stop](std::stop_token done) {
+      timespec tick{0, 200'000'000};
+      while (!done.stop_requested()) {
+        if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+          standby_stop.request_stop();
+          return;
+        }
+      }
+    });
+    bool leads = leadership->waitToLead(standby_stop.get_token());
+    signal_waiter.request_stop();
+    signal_waiter.join();
+    if (!leads || !begin_incarnation() || !rebuild()) {
+      if (server) server->stop();
+      feed.stop();
+      leadership->stop();
+      return leads ? 1 : 0;
+    }
+    if (Status s = alerts.load(); !s.isOk()) {
+      spdlog::error("cannot read the firing alerts: {}", s.toString());
+      leadership->stop();
+      return 1;
+    }
+    // A deposed leader stops at once: its memory of the pool is no longer the truth, and its
+    // writes are refused anyway. The service manager restarts it as a standby.
+    leadership->keep([](const std::string& why) {
+      spdlog::error("gpoold exits: {}", why);
+      spdlog::default_logger()->flush();
+      std::fflush(stdout);
+      ::_exit(1);
+    });
+    std::cout << "leader " << leadership->token() << std::endl;
+  }
+  pool_history.start();
   metrics.start();
   monitor.start(std::chrono::seconds(settings->alerts.evaluate_every_s));
   webhooks.start();
@@ -448,6 +539,8 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   scheduler.request_stop();
   scheduler.join();
   feed.stop();
+  // Last, after every writer stopped: a standby takes over without waiting for a lapse.
+  if (leadership) leadership->stop();
   spdlog::info("gpoold stopped");
   return 0;
 }

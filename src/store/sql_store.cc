@@ -413,7 +413,8 @@ Status SqlStore::transact(bool write, const std::function<Status(Txn&)>& fn) {
     Status s = lease->execScript(begin);
     if (s.isOk()) {
       Txn tx(*lease, fail_countdown_);
-      s = fn(tx);
+      s = write && write_guard_ ? write_guard_(tx) : Status::ok();
+      if (s.isOk()) s = fn(tx);
       if (s.isOk()) {
         s = lease->execScript("COMMIT");
         if (s.isOk()) return s;
@@ -469,6 +470,11 @@ void SqlStore::runGroup(const std::vector<PendingWrite*>& batch) {
     }
     SqlConnection& conn = **lease;
     s = conn.execScript(dialect_ == Dialect::kSqlite ? "BEGIN IMMEDIATE" : "BEGIN");
+    if (s.isOk() && write_guard_) {
+      Txn guard_tx(conn, fail_countdown_);
+      s = write_guard_(guard_tx);
+      if (!s.isOk()) (void)conn.execScript("ROLLBACK");
+    }
     if (s.isOk()) {
       Txn tx(conn, fail_countdown_);
       bool any_ok = false;

@@ -186,6 +186,10 @@ class SqlStore : public Store {
   SqlStore(Dialect dialect, ConnectionPool::Factory factory, size_t pool_size, bool group_commit);
   // Creates or upgrades the schema; refuses a database newer than kSchemaVersion.
   Status migrate();
+  // A check that every write transaction runs first, right after BEGIN, in the same
+  // transaction (PostgresStore's leader fencing); its error fails the write before anything is
+  // written. Set once, before the store is shared between threads.
+  void setWriteGuard(std::function<Status(Txn&)> guard) { write_guard_ = std::move(guard); }
 
  private:
   // A write transaction that writes job events: lockJobEvents first, the listener after a
@@ -213,6 +217,7 @@ class SqlStore : public Store {
   bool group_leader_active_ = false;        // GUARDED_BY(group_mu_)
   std::atomic<int> fail_countdown_{0};
   std::atomic<int64_t> incarnation_{0};  // read by migrate(), set by beginIncarnation()
+  std::function<Status(Txn&)> write_guard_;  // set before concurrent use (setWriteGuard)
   std::mutex listener_mu_;
   std::shared_ptr<const std::function<void()>> listener_;  // GUARDED_BY(listener_mu_)
 };

@@ -27,6 +27,8 @@
 #include "net/net_test_util.h"
 #include "net/plain_http.h"
 #include "store/api_codec.h"
+#include "store/pg_server.h"
+#include "store/postgres_store.h"
 
 namespace gpool::controller {
 namespace {
@@ -703,6 +705,146 @@ TEST_F(GpooldTest, IdleReclaimSettingsAreCheckedAndTheAlertFollowsThem) {
     Child child = spawn({"--config", config, "--once"});
     EXPECT_EQ(waitExit(child), 2) << bad;
   }
+}
+
+// [ha] asks for several controllers on one database; SQLite serves one only, and says so.
+TEST_F(GpooldTest, HaRefusesASqliteStoreWithAClearMessage) {
+  std::string config = writeConfig("[ha]\nenabled = true\n");
+  Result<ControllerSettings> s = readControllerSettings(config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(
+      s.status().message().find("key 'ha.enabled': high availability needs a PostgreSQL store, and "
+                                "controller.store is the SQLite file '" +
+                                db_ + "'"),
+      std::string::npos)
+      << s.status().message();
+  Child child = spawn({"--config", config});
+  EXPECT_EQ(waitExit(child), 2);
+}
+
+// Reads the child's stdout until a line starting with `prefix` (returned) or its end ("").
+std::string readUntil(Child& child, const std::string& prefix) {
+  while (true) {
+    std::string line = readLine(child.out);
+    if (line.empty() && feof(child.out)) return "";
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+}
+
+// Two gpoold processes on one real PostgreSQL server with [ha]: one leads, the other is a
+// standby that answers 503 naming the leader; the leader SIGKILLed, the standby takes the lease
+// once it lapses and serves what the leader acknowledged; a leader paused past its lease is
+// deposed, its write refused, and it exits when it wakes.
+class GpooldHaTest : public GpooldTest {
+ protected:
+  void SetUp() override {
+    auto pg = store::testing::PgServer::start();
+    ASSERT_TRUE(pg.ok()) << pg.status().toString();
+    pg_ = std::move(pg).value();
+    auto st = store::PostgresStore::open({pg_->conninfo(), 2});
+    ASSERT_TRUE(st.ok()) << st.status().toString();
+    ASSERT_TRUE(store::saveApiNode(**st, testing::makeNode("gpu-01", 2)).isOk());
+    testing::addUser(**st, "alice", 1001, {"ml"});
+  }
+  std::string haConfig(const std::string& name) {
+    std::string path = dir_.path() + "/" + name + ".toml";
+    std::ofstream(path) << "[controller]\nstore = \"" << pg_->conninfo() << "\"\n"
+                        << "socket = \"" << socket(name) << "\"\nallow_root_jobs = true\n"
+                        << "[ha]\nenabled = true\nlease = \"1s\"\n[log]\nlevel = \"warn\"\n";
+    return path;
+  }
+  std::string socket(const std::string& name) { return dir_.path() + "/" + name + ".sock"; }
+  Result<net::Response> submit(const std::string& name) {
+    net::HttpClient client(net::ClientEndpoint::unixSocket(socket(name)), std::chrono::seconds(10));
+    return client.post("/v1/jobs?group=ml", api::toJson(testing::makeSpec(500)).dump());
+  }
+  size_t jobCount(const std::string& name) {
+    net::HttpClient client(net::ClientEndpoint::unixSocket(socket(name)), std::chrono::seconds(10));
+    auto listed = client.get("/v1/jobs?limit=100");
+    EXPECT_TRUE(listed.ok() && listed->status == 200);
+    return listed.ok() ? nlohmann::json::parse(listed->body)["jobs"].size() : 0;
+  }
+  std::unique_ptr<store::testing::PgServer> pg_;
+};
+
+TEST_F(GpooldHaTest, StandbyRedirectsAndTakesOverWhenTheLeaderIsKilled) {
+  Child a = spawn({"--config", haConfig("a")});
+  ASSERT_EQ(readLine(a.out), "standby");
+  std::string a_leads = readUntil(a, "leader ");
+  ASSERT_FALSE(a_leads.empty());
+  ASSERT_EQ(readLine(a.out), "ready");
+  Child b = spawn({"--config", haConfig("b")});
+  ASSERT_EQ(readLine(b.out), "standby");
+
+  auto first = submit("a");
+  ASSERT_TRUE(first.ok()) << first.status().toString();
+  ASSERT_EQ(first->status, 201) << first->body;
+  // The standby neither reads nor writes: 503, naming the leader's address once it has read
+  // the lease (right after "standby" it may not have yet: "no controller leads yet").
+  auto redirected = submit("b");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (redirected.ok() && !redirected->header("Gpool-Leader") &&
+         std::chrono::steady_clock::now() < deadline) {
+    EXPECT_EQ(redirected->status, 503) << redirected->body;
+    redirected = submit("b");
+  }
+  ASSERT_TRUE(redirected.ok()) << redirected.status().toString();
+  EXPECT_EQ(redirected->status, 503) << redirected->body;
+  EXPECT_EQ(redirected->header("Gpool-Leader").value_or(""), socket("a"));
+  EXPECT_NE(redirected->body.find("the leader is at " + socket("a")), std::string::npos)
+      << redirected->body;
+
+  kill(a.pid, SIGKILL);
+  auto killed = std::chrono::steady_clock::now();
+  EXPECT_EQ(waitExit(a), 128 + SIGKILL);
+  std::string b_leads = readUntil(b, "leader ");
+  ASSERT_FALSE(b_leads.empty());
+  auto took = std::chrono::steady_clock::now() - killed;
+  ASSERT_EQ(readLine(b.out), "ready");
+  std::cout << "takeover after SIGKILL (lease 1 s): "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
+  EXPECT_GT(std::stoll(b_leads.substr(7)), std::stoll(a_leads.substr(7)));
+  EXPECT_EQ(jobCount("b"), 1u);  // the acknowledged job, once
+  auto second = submit("b");
+  ASSERT_TRUE(second.ok()) << second.status().toString();
+  EXPECT_EQ(second->status, 201) << second->body;
+  EXPECT_EQ(jobCount("b"), 2u);
+  kill(b.pid, SIGTERM);
+  EXPECT_EQ(waitExit(b), 0);
+}
+
+TEST_F(GpooldHaTest, LeaderPausedPastItsLeaseIsDeposedAndItsWriteRefused) {
+  Child a = spawn({"--config", haConfig("a")});
+  ASSERT_FALSE(readUntil(a, "ready").empty());
+  Child b = spawn({"--config", haConfig("b")});
+  ASSERT_EQ(readLine(b.out), "standby");
+  // A stops (a long pause, or cut off from the database): its lease lapses, B takes over.
+  kill(a.pid, SIGSTOP);
+  ASSERT_FALSE(readUntil(b, "ready").empty());
+  // A wakes still believing it leads, and a client's write reaches it before its renewal
+  // finds the lease gone: the database refuses it (or A has already exited).
+  kill(a.pid, SIGCONT);
+  auto late = submit("a");
+  if (late.ok()) {
+    EXPECT_EQ(late->status, 503) << late->body;
+  }
+  EXPECT_EQ(waitExit(a), 1);  // deposed: exits for its service manager to restart it
+  EXPECT_EQ(jobCount("b"), 0u);
+  kill(b.pid, SIGTERM);
+  EXPECT_EQ(waitExit(b), 0);
+}
+
+// A clean stop hands the lease over at once instead of letting it lapse.
+TEST_F(GpooldHaTest, SigtermReleasesTheLeaseToTheStandby) {
+  Child a = spawn({"--config", haConfig("a")});
+  ASSERT_FALSE(readUntil(a, "ready").empty());
+  Child b = spawn({"--config", haConfig("b")});
+  ASSERT_EQ(readLine(b.out), "standby");
+  kill(a.pid, SIGTERM);
+  EXPECT_EQ(waitExit(a), 0);
+  ASSERT_FALSE(readUntil(b, "ready").empty());
+  kill(b.pid, SIGTERM);
+  EXPECT_EQ(waitExit(b), 0);
 }
 
 }  // namespace
