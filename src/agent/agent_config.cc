@@ -60,6 +60,14 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
     a.fail("fence_tasks", "must be \"requeueable\" or \"all\", not '" + fence + "'");
   }
   s.fence_all_tasks = fence == "all";
+  s.podman = a.getString("podman", s.podman);
+  s.container_runtime = a.getString("container_runtime", s.container_runtime);
+  if (s.container_runtime != "auto" && s.container_runtime != "runc" &&
+      s.container_runtime != "crun") {
+    a.fail("container_runtime",
+           "must be \"auto\", \"runc\" or \"crun\", not '" + s.container_runtime + "'");
+  }
+  s.gpu_device_dir = a.getString("gpu_device_dir", s.gpu_device_dir);
 
   if (!s.controller.empty() && !s.unix_socket.empty()) {
     a.fail("unix_socket", "give agent.controller (TLS) or agent.unix_socket, not both");
@@ -79,7 +87,9 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
   for (const auto& [key, value] :
        {std::pair<const char*, const std::string*>{"state_dir", &s.state_dir},
         {"vgpu_dir", &s.vgpu_dir},
-        {"token_file", &s.token_file}}) {
+        {"token_file", &s.token_file},
+        {"podman", &s.podman},
+        {"gpu_device_dir", &s.gpu_device_dir}}) {
     if (value->empty() || value->front() != '/') a.fail(key, "must be an absolute path");
   }
   if (s.cgroup_parent.empty()) a.fail("cgroup_parent", "must not be empty (default \"gpool\")");

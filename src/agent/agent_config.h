@@ -41,6 +41,12 @@ struct AgentSettings {
   // fence_tasks: which tasks stop when the node's lease ends without renewal: "requeueable"
   // (false: the others keep running, NODE_FAIL) or "all" (true).
   bool fence_all_tasks = false;
+  // Containerised tasks (docs/containers.md): Podman, the OCI runtime ("auto": runc where the
+  // host has v1 cgroup controllers, which crun refuses, else crun), and where the GPUs'
+  // device nodes are.
+  std::string podman = "/usr/bin/podman";
+  std::string container_runtime = "auto";
+  std::string gpu_device_dir = "/dev";
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

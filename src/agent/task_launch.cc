@@ -64,6 +64,11 @@ Status TaskLaunch::validate() const {
     return Status::invalidArgument("task " + taskName() + " has a slice but " +
                                    std::to_string(gpus.size()) + " GPUs; a slice is of one GPU");
   }
+  if (container) {
+    if (Status st = checkImageName(container->image); !st.isOk()) {
+      return st.withContext("task " + taskName());
+    }
+  }
   if (time_limit_ms < 0 || grace_ms < 0) {
     return Status::invalidArgument("task " + taskName() + " has a negative time limit or grace");
   }
@@ -106,6 +111,12 @@ std::string toJson(const TaskLaunch& l) {
                   {"interposer", l.slice->interposer},
                   {"shm_path", l.slice->shm_path}};
   }
+  if (l.container) {
+    json mounts = json::array();
+    for (const BindMount& m : l.container->mounts)
+      mounts.push_back(formatBindMount(m));
+    j["container"] = {{"image", l.container->image}, {"mounts", mounts}};
+  }
   return j.dump(2);
 }
 
@@ -131,6 +142,15 @@ Result<TaskLaunch> taskLaunchFromJson(std::string_view text) {
       const json& s = j["slice"];
       l.slice = SliceQuota{s.value("memory_mib", uint64_t{0}), s.value("compute", uint32_t{0}),
                            s.value("interposer", ""), s.value("shm_path", "")};
+    }
+    if (j.contains("container")) {
+      const json& c = j["container"];
+      l.container = ContainerSpec{};
+      l.container->image = c.at("image").get<std::string>();
+      for (const json& m : c.value("mounts", json::array())) {
+        GPOOL_ASSIGN_OR_RETURN(BindMount mount, parseBindMount(m.get<std::string>()));
+        l.container->mounts.push_back(std::move(mount));
+      }
     }
     if (j.contains("rendezvous")) {
       const json& r = j["rendezvous"];

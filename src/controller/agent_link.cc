@@ -154,6 +154,8 @@ protocol::TaskEntry taskEntryFor(const TaskAssignment& a,
   }
   l.time_limit_seconds = spec.time_limit_seconds > 0 ? spec.time_limit_seconds : 0;
   l.grace_seconds = a.grace_s;
+  l.image = spec.image;
+  l.mounts = spec.mounts;
   return e;
 }
 

@@ -6,6 +6,7 @@
 #include "api/json_reader.h"
 #include "api/node.h"
 #include "common/base64.h"
+#include "common/container_spec.h"
 
 namespace gpool::protocol {
 
@@ -654,6 +655,18 @@ Status fromJson(const json& j, Launch* out, std::string_view path) {
   r.integer("time_limit_seconds", &out->time_limit_seconds, Presence::kOptional, int64_t{0},
             int64_t{10} * 365 * 86400);
   r.optionalInteger("grace_seconds", &out->grace_seconds, int64_t{0}, int64_t{86400});
+  r.string("image", &out->image);
+  r.stringList("mounts", &out->mounts);
+  if (r.ok() && !out->image.empty()) {
+    Status image = checkImageName(out->image);
+    r.check(image.isOk(), "image", image.message());
+  }
+  for (const std::string& m : out->mounts) {
+    if (!r.ok()) break;
+    Result<BindMount> mount = parseBindMount(m);
+    r.check(mount.ok(), "mounts", mount.ok() ? "" : mount.status().message());
+  }
+  r.check(out->mounts.empty() || !out->image.empty() || !r.ok(), "mounts", "need an image");
   return r.finish();
 }
 
@@ -679,6 +692,8 @@ json toJson(const Launch& l) {
   }
   if (l.time_limit_seconds > 0) j["time_limit_seconds"] = l.time_limit_seconds;
   if (l.grace_seconds) j["grace_seconds"] = *l.grace_seconds;
+  if (!l.image.empty()) j["image"] = l.image;
+  if (!l.mounts.empty()) j["mounts"] = l.mounts;
   return j;
 }
 

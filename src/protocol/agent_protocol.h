@@ -374,6 +374,10 @@ struct Launch {
   std::optional<RendezvousTerms> rendezvous;
   int64_t time_limit_seconds = 0;
   std::optional<int64_t> grace_seconds;  // none: the agent's default
+  // A containerised task (docs/containers.md): its image, and bind mounts "SRC:DST[:ro]".
+  // Empty image: a bare task.
+  std::string image;
+  std::vector<std::string> mounts;
 
   bool operator==(const Launch&) const = default;
 };
