@@ -123,6 +123,8 @@ TaskLaunch taskLaunchFrom(const TaskEntry& entry) {
   }
   l.time_limit_ms = in.time_limit_seconds * 1000;
   if (in.grace_seconds) l.grace_ms = *in.grace_seconds * 1000;
+  l.project_dir = in.project_dir;
+  l.project_gid = in.project_gid.value_or(0);
   if (!in.image.empty()) {
     l.container = ContainerSpec{};
     l.container->image = in.image;

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 #include "config/config.h"
@@ -68,6 +69,14 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
            "must be \"auto\", \"runc\" or \"crun\", not '" + s.container_runtime + "'");
   }
   s.gpu_device_dir = a.getString("gpu_device_dir", s.gpu_device_dir);
+  std::string mode = a.getString("project_dir_mode", "2770");
+  char* end = nullptr;
+  unsigned long parsed = std::strtoul(mode.c_str(), &end, 8);
+  if (mode.empty() || *end != '\0' || parsed > 07777) {
+    a.fail("project_dir_mode", "must be an octal mode such as \"2770\", not '" + mode + "'");
+  } else {
+    s.project_dir_mode = static_cast<uint32_t>(parsed);
+  }
 
   if (!s.controller.empty() && !s.unix_socket.empty()) {
     a.fail("unix_socket", "give agent.controller (TLS) or agent.unix_socket, not both");

@@ -47,6 +47,8 @@ struct AgentSettings {
   std::string podman = "/usr/bin/podman";
   std::string container_runtime = "auto";
   std::string gpu_device_dir = "/dev";
+  // Mode of the group project directories the supervisors create ("2770": setgid, group rwx).
+  uint32_t project_dir_mode = 02770;
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

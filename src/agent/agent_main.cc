@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   std::string podman = "/usr/bin/podman";
   std::string container_runtime = "auto";
   std::string gpu_device_dir = "/dev";
+  mode_t project_dir_mode = 02770;  // agent.project_dir_mode only
   std::string cpus;
   std::string ram;
   std::string config_path;
@@ -138,6 +139,7 @@ int main(int argc, char** argv) {
     fill("--podman", &podman, file->podman);
     fill("--container-runtime", &container_runtime, file->container_runtime);
     fill("--gpu-device-dir", &gpu_device_dir, file->gpu_device_dir);
+    project_dir_mode = file->project_dir_mode;
     if (app.count("--cpus") == 0 && file->cpu_millis != 0) cpus = formatCpuMillis(file->cpu_millis);
     if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
     labels = file->labels;
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
   launcher_options.supervisor.allow_root = allow_root_tasks;
   launcher_options.supervisor.podman = podman;
   launcher_options.supervisor.gpu_device_dir = gpu_device_dir;
+  launcher_options.supervisor.project_dir_mode = project_dir_mode;
   // Chosen once: a containerised task then names the runtime that works here (docs/containers.md).
   if (Result<std::string> runtime = agent::chooseContainerRuntime(container_runtime);
       runtime.ok()) {

@@ -150,6 +150,9 @@ Result<std::vector<std::string>> podmanRunCommand(const TaskLaunch& launch, cons
     // Never root inside: no capabilities, and no way to regain them through setuid files.
     a.insert(a.end(), {"--cap-drop", "all", "--security-opt", "no-new-privileges"});
   }
+  if (!launch.project_dir.empty()) {
+    a.insert(a.end(), {"--volume", launch.project_dir + ":" + launch.project_dir});
+  }
   for (const BindMount& m : spec.mounts) {
     a.push_back("--volume");
     a.push_back(formatBindMount(m));

@@ -154,6 +154,16 @@ Status Supervisor::setUp() {
     return Status::permissionDenied("tasks may not run as root (user '" + user_.name +
                                     "'); the pool's config does not allow it");
   }
+  if (!launch_.project_dir.empty()) {
+    // The group's shared directory, made on the first of its jobs here. The controller charged
+    // the job to the group (its members only), so the task gets the group's gid too.
+    GPOOL_RETURN_IF_ERROR(
+        ensureGroupDirectory(launch_.project_dir, launch_.project_gid, options_.project_dir_mode));
+    if (std::find(user_.groups.begin(), user_.groups.end(), launch_.project_gid) ==
+        user_.groups.end()) {
+      user_.groups.push_back(launch_.project_gid);
+    }
+  }
   if (options_.use_cgroups) {
     GPOOL_ASSIGN_OR_RETURN(CgroupLayout layout, CgroupLayout::detect());
     CgroupLimits limits;
@@ -571,7 +581,8 @@ std::string toJson(const SupervisorOptions& o) {
             {"allow_root", o.allow_root},
             {"podman", o.podman},
             {"container_runtime", o.container_runtime},
-            {"gpu_device_dir", o.gpu_device_dir}};
+            {"gpu_device_dir", o.gpu_device_dir},
+            {"project_dir_mode", o.project_dir_mode}};
   return j.dump(2);
 }
 
@@ -595,6 +606,7 @@ Result<SupervisorOptions> supervisorOptionsFromJson(std::string_view text) {
     o.podman = j.value("podman", o.podman);
     o.container_runtime = j.value("container_runtime", o.container_runtime);
     o.gpu_device_dir = j.value("gpu_device_dir", o.gpu_device_dir);
+    o.project_dir_mode = j.value("project_dir_mode", o.project_dir_mode);
     return o;
   } catch (const json::exception& e) {
     return Status::invalidArgument(std::string("supervisor options JSON is malformed: ") +

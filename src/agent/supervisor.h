@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,9 @@ struct SupervisorOptions {
   std::string podman = "/usr/bin/podman";
   std::string container_runtime = "runc";
   std::string gpu_device_dir = "/dev";
+  // The mode of a group project directory the supervisor creates (setgid: files in it belong
+  // to the group).
+  mode_t project_dir_mode = 02770;
 };
 
 std::string toJson(const SupervisorOptions& options);

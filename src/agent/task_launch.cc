@@ -100,6 +100,8 @@ std::string toJson(const TaskLaunch& l) {
       {"time_limit_ms", l.time_limit_ms},
       {"grace_ms", l.grace_ms},
       {"lease_file", l.lease_file},
+      {"project_dir", l.project_dir},
+      {"project_gid", l.project_gid},
       {"stdout_path", l.stdout_path},
       {"stderr_path", l.stderr_path},
   };
@@ -164,6 +166,8 @@ Result<TaskLaunch> taskLaunchFromJson(std::string_view text) {
     l.time_limit_ms = j.value("time_limit_ms", int64_t{0});
     l.grace_ms = j.value("grace_ms", int64_t{30'000});
     l.lease_file = j.value("lease_file", "");
+    l.project_dir = j.value("project_dir", "");
+    l.project_gid = j.value("project_gid", gid_t{0});
     l.stdout_path = j.value("stdout_path", "");
     l.stderr_path = j.value("stderr_path", "");
     return l;

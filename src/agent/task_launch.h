@@ -70,6 +70,11 @@ struct TaskLaunch {
   std::vector<TaskGpu> gpus;
   std::optional<SliceQuota> slice;
   std::optional<ContainerSpec> container;  // absent: a bare task
+  // The job's group's shared project directory: created (root:project_gid, setgid, the
+  // agent's project_dir_mode) by the supervisor when missing, $GPOOL_PROJECT_DIR, mounted into
+  // containers; the task gets project_gid as a supplementary group. Empty: none.
+  std::string project_dir;
+  gid_t project_gid = 0;
   Rendezvous rendezvous;
 
   int64_t time_limit_ms = 0;  // 0: none. SIGTERM at the limit, SIGKILL after the grace period

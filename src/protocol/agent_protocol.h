@@ -378,6 +378,9 @@ struct Launch {
   // Empty image: a bare task.
   std::string image;
   std::vector<std::string> mounts;
+  // The job's group's project directory (created by the agent, owned by project_gid).
+  std::string project_dir;
+  std::optional<uint32_t> project_gid;
 
   bool operator==(const Launch&) const = default;
 };
