@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -95,8 +96,15 @@ std::string ulimitArg(const char* name, int resource) {
 
 }  // namespace
 
-std::string containerName(const TaskLaunch& launch) {
-  return "gpool-" + launch.taskName();
+std::string containerName(const TaskLaunch& launch, const std::string& task_dir) {
+  uint32_t h = 2166136261u;  // FNV-1a: the same name in every process that computes it
+  for (unsigned char c : task_dir) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", h);
+  return "gpool-" + launch.taskName() + "-" + hex;
 }
 
 std::vector<DeviceRule> containerRuntimeDeviceRules() {
@@ -127,7 +135,8 @@ Result<std::vector<std::string>> podmanRunCommand(const TaskLaunch& launch, cons
 
   std::vector<std::string> a = {
       options.podman, "--runtime", options.container_runtime, "--cgroup-manager", "cgroupfs", "run",
-      "--rm", "--replace", "--name", containerName(launch), "--pull", "never",
+      "--rm", "--replace", "--name", containerName(launch, context.task_dir), "--label",
+      "gpool.task_dir=" + context.task_dir, "--pull", "never",
       // The container writes straight into the task's log files
       // (podman's stdout and stderr), as a bare task does.
       "--log-driver", "passthrough", "--cgroupns", "host", "--cgroup-parent", context.cgroup_path,

@@ -21,8 +21,10 @@
 // until those end.
 namespace gpool::agent {
 
-// The container's name: "gpool-<job>.<index>" (one per task; a rerun replaces a stale one).
-std::string containerName(const TaskLaunch& launch);
+// The container's name: "gpool-<job>.<index>-<hash of the task directory>". Job ids are unique
+// per pool only: the task directory tells apart the pools (or simulated agents) of one machine,
+// whose containers share Podman's store. One name per task: a rerun replaces a stale one.
+std::string containerName(const TaskLaunch& launch, const std::string& task_dir);
 
 // Everything podmanRunCommand needs besides the launch.
 struct ContainerContext {

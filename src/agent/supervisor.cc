@@ -456,7 +456,7 @@ void Supervisor::loop() {
 void Supervisor::finish() {
   if (launch_.container) {
     // podman ended; after a SIGKILL its container may still be recorded (or even running).
-    Status st = removeContainer(options_, containerName(launch_));
+    Status st = removeContainer(options_, containerName(launch_, dir_));
     if (!st.isOk()) log(st.toString());
   }
   // The task's main process is gone: whatever it left in its cgroup goes too (as Slurm does).

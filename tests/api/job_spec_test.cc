@@ -246,7 +246,7 @@ TEST(JobSpecJsonTest, RejectsMalformedInput) {
                 {"kind":"afterok","job_id":1}]})",
             "job.dependencies[1]: repeats afterok:1"},
            {R"({"command":["x"],"name":"a\nb"})", "job.name: contains a control character"},
-           {R"({"command":["x"],"nmae":"a"})", "job.nmae: unknown field (did you mean 'name'?)"},
+           {R"({"command":["x"],"nme":"a"})", "job.nme: unknown field (did you mean 'name'?)"},
            {R"("just a string")", "job: expected an object, got a string"},
        }) {
     EXPECT_TRUE(failsWith(decodeSpec(c.json), c.needle)) << c.json;

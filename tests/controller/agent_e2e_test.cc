@@ -884,9 +884,11 @@ class ContainerJobTest : public AgentEndToEndTest {
     }
     return left;
   }
+  // The containers (any state) of task <id>.0 of this test's agent (labelled with its task
+  // directory: other pools on this machine have jobs of the same ids).
   std::string containers(int64_t id) {
-    return shellOutput("podman ps -a --format '{{.Names}}' --filter name=gpool-" +
-                       std::to_string(id) + ".0");
+    return shellOutput("podman ps -a --format '{{.Names}}' --filter label=gpool.task_dir=" +
+                       dir_.file("state/tasks/" + std::to_string(id) + ".0"));
   }
 
   std::string cgroup_parent_ = "gpool-ctr-" + std::to_string(::getpid());
@@ -960,8 +962,9 @@ TEST_F(ContainerJobTest, CancelAndTimeLimitLeaveNoContainerMountOrCgroup) {
   ASSERT_GT(cancelled, 0);
   ASSERT_GT(timed_out, 0);
   ASSERT_TRUE(eventually([&] { return slurp(dir_.file("up")) == "up\n"; }));
-  std::string name = "gpool-" + std::to_string(cancelled) + ".0";
-  ASSERT_EQ(containers(cancelled), name + "\n");
+  std::string name = containers(cancelled);
+  ASSERT_EQ(name.rfind("gpool-" + std::to_string(cancelled) + ".0-", 0), 0u) << name;
+  name.pop_back();
   // Its root file system, mounted by Podman.
   std::string rootfs =
       shellOutput("podman inspect --format '{{.GraphDriver.Data.MergedDir}}' " + name);
