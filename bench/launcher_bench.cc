@@ -111,7 +111,9 @@ std::vector<double> runLauncher(Launcher& launcher, const std::string& program,
     l.working_dir = dir;
     l.cpu_millicores = 1000;
     l.memory_mib = 256;
-    l.gpus = {{"GPU-bench-0", 0}};
+    // No GPU for the busybox rows: the bench machine has no /dev/nvidia0 to pass into a
+    // container.
+    if (image.empty()) l.gpus = {{"GPU-bench-0", 0}};
     Micros t0 = realClock().monotonic();
     auto info = launcher.launch(l);
     if (!info.ok()) {
