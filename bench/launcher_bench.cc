@@ -1,8 +1,10 @@
 // launcher_bench: task start latency, from the launch call to the task's process running (the
 // task writes one byte to a FIFO), through the launcher and its detached supervisor, against a
 // baseline of plain fork+exec of the same program in the same run. Target: p50 < 20 ms without
-// containers. Needs root (cgroups, user switch); the task runs as "nobody".
-//   launcher_bench [iterations=200]
+// containers. Then a job with an image (docs/containers.md) against a bare task of the same
+// program (busybox sh writing the byte) in the same run; target: p50 < 1 s with the image
+// cached. Needs root (cgroups, user switch, Podman); the task runs as "nobody".
+//   launcher_bench [iterations=200] [container iterations=20]
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "agent/cgroup.h"
+#include "agent/container.h"
 #include "agent/launcher.h"
 #include "agent/sys_util.h"
 #include "common/clock.h"
@@ -89,7 +92,8 @@ std::vector<double> runBaseline(const std::string& program, const std::string& d
 }
 
 std::vector<double> runLauncher(Launcher& launcher, const std::string& program,
-                                const std::string& dir, int n, const char* label) {
+                                const std::string& dir, int n, const char* label,
+                                const std::string& image = "") {
   std::vector<double> out;
   for (int i = 0; i < n; ++i) {
     std::string fifo = dir + "/fifo";
@@ -98,11 +102,18 @@ std::vector<double> runLauncher(Launcher& launcher, const std::string& program,
     l.job_id = std::string("bench-") + label;
     l.task_index = static_cast<uint32_t>(i);
     l.argv = {program, "ready", fifo};
+    if (!image.empty()) {
+      // The same start through busybox's sh: in the image, or (image "-") bare on the host.
+      l.argv = {"/bin/sh", "-c", "echo > " + fifo};
+      if (image != "-") l.container = gpool::agent::ContainerSpec{image, {}};
+    }
     l.user = "nobody";
     l.working_dir = dir;
     l.cpu_millicores = 1000;
     l.memory_mib = 256;
-    l.gpus = {{"GPU-bench-0", 0}};
+    // No GPU for the busybox rows: the bench machine has no /dev/nvidia0 to pass into a
+    // container.
+    if (image.empty()) l.gpus = {{"GPU-bench-0", 0}};
     Micros t0 = realClock().monotonic();
     auto info = launcher.launch(l);
     if (!info.ok()) {
@@ -170,7 +181,36 @@ int main(int argc, char** argv) {
   if (layout.ok() && !layout->unified.empty()) {
     ::rmdir((layout->unified + "/" + o.supervisor.cgroup_parent).c_str());
   }
-  (void)gpool::agent::removeTree(dir);
   std::printf("target: p50 < 20 ms with cgroups: %s\n", cg.p50_ms < 20.0 ? "met" : "MISSED");
+
+  // Containers: a bare task and a task in the image, both running busybox sh; the image is in
+  // Podman's store (cached), as on a node that ran the image before.
+  int nc = argc > 2 ? std::atoi(argv[2]) : 20;
+  const std::string image = "localhost/gpool-test-busybox:1";
+  auto runtime = gpool::agent::chooseContainerRuntime("auto");
+  std::string make = std::string(GPOOL_SOURCE_DIR) + "/scripts/make-busybox-image.sh " + image;
+  if (!runtime.ok() || std::system(make.c_str()) != 0) {
+    std::printf("containers: skipped (%s)\n", runtime.ok() ? "cannot build the busybox image"
+                                                           : runtime.status().message().c_str());
+  } else {
+    o.supervisor.container_runtime = *runtime;
+    Launcher containers(o);
+    Stats bare = summarise(runLauncher(containers, program, dir, nc, "bare-sh", "-"));
+    print("bare task (busybox sh), cgroups", bare, base);
+    Stats ctr = summarise(runLauncher(containers, program, dir, nc, "ctr", image));
+    print(("container (podman, " + *runtime + ")").c_str(), ctr, base);
+    std::printf("container p50 / bare task p50: %.1fx; target: container p50 < 1 s: %s\n",
+                bare.p50_ms > 0 ? ctr.p50_ms / bare.p50_ms : 0.0,
+                ctr.p50_ms < 1000.0 ? "met" : "MISSED");
+  }
+  for (const auto& [c, mount] :
+       layout.ok() ? layout->v1_mounts : std::map<std::string, std::string>{}) {
+    ::rmdir((mount + "/" + o.supervisor.cgroup_parent).c_str());
+  }
+  if (layout.ok()) {
+    for (const std::string& mount : layout->all_mounts)
+      ::rmdir((mount + "/" + o.supervisor.cgroup_parent).c_str());
+  }
+  (void)gpool::agent::removeTree(dir);
   return 0;
 }

@@ -12,6 +12,7 @@ PACKAGES=(
   procps tmux util-linux openssl curl pamtester zsh nftables iproute2 prometheus
   clang-14 libclang-rt-14-dev
   chromium chromium-driver
+  podman runc busybox-static
 )
 
 missing=()

@@ -150,6 +150,18 @@ TaskLaunch taskLaunchFrom(const TaskEntry& entry) {
   }
   l.time_limit_ms = in.time_limit_seconds * 1000;
   if (in.grace_seconds) l.grace_ms = *in.grace_seconds * 1000;
+  l.project_dir = in.project_dir;
+  l.project_gid = in.project_gid.value_or(0);
+  if (!in.image.empty()) {
+    l.container = ContainerSpec{};
+    l.container->image = in.image;
+    // The protocol's reader checked each mount: none fails here.
+    for (const std::string& m : in.mounts) {
+      if (Result<BindMount> mount = parseBindMount(m); mount.ok()) {
+        l.container->mounts.push_back(*mount);
+      }
+    }
+  }
   return l;
 }
 

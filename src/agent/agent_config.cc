@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 #include "config/config.h"
@@ -62,6 +63,22 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
   s.fence_all_tasks = fence == "all";
   s.task_retention_s = a.getDuration("task_retention", s.task_retention_s);
   s.task_retention_max = a.getInt("task_retention_max", s.task_retention_max, 0, 100'000'000);
+  s.podman = a.getString("podman", s.podman);
+  s.container_runtime = a.getString("container_runtime", s.container_runtime);
+  if (s.container_runtime != "auto" && s.container_runtime != "runc" &&
+      s.container_runtime != "crun") {
+    a.fail("container_runtime",
+           "must be \"auto\", \"runc\" or \"crun\", not '" + s.container_runtime + "'");
+  }
+  s.gpu_device_dir = a.getString("gpu_device_dir", s.gpu_device_dir);
+  std::string mode = a.getString("project_dir_mode", "2770");
+  char* end = nullptr;
+  unsigned long parsed = std::strtoul(mode.c_str(), &end, 8);
+  if (mode.empty() || *end != '\0' || parsed > 07777) {
+    a.fail("project_dir_mode", "must be an octal mode such as \"2770\", not '" + mode + "'");
+  } else {
+    s.project_dir_mode = static_cast<uint32_t>(parsed);
+  }
 
   if (!s.controller.empty() && !s.unix_socket.empty()) {
     a.fail("unix_socket", "give agent.controller (TLS) or agent.unix_socket, not both");
@@ -81,7 +98,9 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
   for (const auto& [key, value] :
        {std::pair<const char*, const std::string*>{"state_dir", &s.state_dir},
         {"vgpu_dir", &s.vgpu_dir},
-        {"token_file", &s.token_file}}) {
+        {"token_file", &s.token_file},
+        {"podman", &s.podman},
+        {"gpu_device_dir", &s.gpu_device_dir}}) {
     if (value->empty() || value->front() != '/') a.fail(key, "must be an absolute path");
   }
   if (s.cgroup_parent.empty()) a.fail("cgroup_parent", "must not be empty (default \"gpool\")");

@@ -45,6 +45,14 @@ struct AgentSettings {
   // acknowledged its end; task_retention_max: at most this many such directories.
   int64_t task_retention_s = 24 * 3600;
   int64_t task_retention_max = 10'000;
+  // Containerised tasks (docs/containers.md): Podman, the OCI runtime ("auto": runc where the
+  // host has v1 cgroup controllers, which crun refuses, else crun), and where the GPUs'
+  // device nodes are.
+  std::string podman = "/usr/bin/podman";
+  std::string container_runtime = "auto";
+  std::string gpu_device_dir = "/dev";
+  // Mode of the group project directories the supervisors create ("2770": setgid, group rwx).
+  uint32_t project_dir_mode = 02770;
 };
 
 // Reads `path`. A missing or unreadable file is IoError; every bad value and unknown key is

@@ -24,6 +24,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
+#include "agent/container.h"
 #include "agent/launcher.h"
 #include "agent/shell_server.h"
 #include "agent/sys_util.h"
@@ -66,6 +67,10 @@ int main(int argc, char** argv) {
   std::string hpc_job_mapping_dir;
   std::string cgroup_parent = "gpool";
   bool no_cgroups = false;
+  std::string podman = "/usr/bin/podman";
+  std::string container_runtime = "auto";
+  std::string gpu_device_dir = "/dev";
+  mode_t project_dir_mode = 02770;  // agent.project_dir_mode only
   std::string cpus;
   std::string ram;
   std::string config_path;
@@ -91,6 +96,12 @@ int main(int argc, char** argv) {
                  "jobs), for dcgm-exporter --hpc-job-mapping-dir");
   app.add_option("--cgroup-parent", cgroup_parent, "cgroup below which tasks run");
   app.add_flag("--no-cgroups", no_cgroups, "run tasks without cgroups (tests, containers)");
+  app.add_option("--podman", podman, "the podman executable for jobs with an image");
+  app.add_option("--container-runtime", container_runtime,
+                 "OCI runtime for Podman: auto (runc on hosts with v1 cgroup controllers, which "
+                 "crun refuses; else crun), runc or crun");
+  app.add_option("--gpu-device-dir", gpu_device_dir,
+                 "where the GPUs' device nodes (nvidia<minor>, nvidiactl) are, for containers");
   app.add_option("--cpus", cpus,
                  "CPUs this node offers to jobs, e.g. 60 or 59.5 (default: the online CPUs; "
                  "keep some for the system, or set a simulated server's)");
@@ -128,6 +139,10 @@ int main(int argc, char** argv) {
     fill("--cgroup-parent", &cgroup_parent, file->cgroup_parent);
     fill("--hpc-job-mapping-dir", &hpc_job_mapping_dir, file->hpc_job_mapping_dir);
     if (app.count("--no-cgroups") == 0) no_cgroups = !file->cgroups;
+    fill("--podman", &podman, file->podman);
+    fill("--container-runtime", &container_runtime, file->container_runtime);
+    fill("--gpu-device-dir", &gpu_device_dir, file->gpu_device_dir);
+    project_dir_mode = file->project_dir_mode;
     if (app.count("--cpus") == 0 && file->cpu_millis != 0) cpus = formatCpuMillis(file->cpu_millis);
     if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
     labels = file->labels;
@@ -162,6 +177,25 @@ int main(int argc, char** argv) {
   launcher_options.supervisor.use_cgroups = !no_cgroups;
   launcher_options.supervisor.cgroup_parent = cgroup_parent;
   launcher_options.supervisor.allow_root = allow_root_tasks;
+  launcher_options.supervisor.podman = podman;
+  launcher_options.supervisor.gpu_device_dir = gpu_device_dir;
+  launcher_options.supervisor.project_dir_mode = project_dir_mode;
+  // Chosen once: a containerised task then names the runtime that works here (docs/containers.md).
+  if (Result<std::string> runtime = agent::chooseContainerRuntime(container_runtime);
+      runtime.ok()) {
+    launcher_options.supervisor.container_runtime = *runtime;
+  } else {
+    launcher_options.supervisor.container_runtime = "";
+    if (app.count("--container-runtime") != 0 || container_runtime != "auto") {
+      std::fprintf(stderr, "gpool-agent: --container-runtime: %s\n",
+                   runtime.status().message().c_str());
+      return 2;
+    }
+    if (::access(podman.c_str(), X_OK) == 0) {
+      std::fprintf(stderr, "gpool-agent: jobs with an image cannot run on this node: %s\n",
+                   runtime.status().message().c_str());
+    }
+  }
   agent::Launcher launcher(launcher_options);
 
   agent::AgentOptions options;

@@ -1,6 +1,9 @@
 #include "agent/cgroup.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +41,22 @@ uint64_t keyedValue(const std::string& text, const std::string& key) {
   return 0;
 }
 
+// The groups below `dir` (a container runtime's own, e.g. Podman's libpod-<id> and conmon),
+// deepest first, then `dir` itself: the order in which they can be removed.
+void groupsBelowFirst(const std::string& dir, std::vector<std::string>* out) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    std::vector<std::string> children;
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (e->d_type == DT_DIR && name != "." && name != "..") children.push_back(dir + "/" + name);
+    }
+    ::closedir(d);
+    for (const std::string& child : children)
+      groupsBelowFirst(child, out);
+  }
+  out->push_back(dir);
+}
+
 }  // namespace
 
 std::string_view cgroupModeName(CgroupMode mode) {
@@ -61,6 +80,7 @@ CgroupLayout CgroupLayout::fromMountInfo(const std::string& mountinfo) {
     const std::string& mount_point = f[4];
     const std::string& fstype = *(dash + 1);
     const std::string& super_opts = *(dash + 3);
+    if (fstype == "cgroup2" || fstype == "cgroup") layout.all_mounts.push_back(mount_point);
     if (fstype == "cgroup2") {
       if (layout.unified.empty()) layout.unified = mount_point;
     } else if (fstype == "cgroup") {
@@ -264,16 +284,24 @@ Status TaskCgroup::addProcess(pid_t pid, bool skip_unified) const {
 
 std::vector<pid_t> TaskCgroup::processes() const {
   std::vector<pid_t> pids;
-  // The v2 group sees every process of the task; the v1 groups are the fallback.
+  // The v2 group sees every process of the task; the v1 groups are the fallback. Groups a
+  // container runtime made below the task's (Podman's libpod-<id>, conmon) count too, and on a
+  // hybrid host conmon sits only in the v1 ones, so both trees are read.
   std::vector<std::string> candidates = {unified_dir_, memory_dir_};
   if (!dirs_.empty()) candidates.push_back(dirs_.front());
+  std::vector<std::string> groups;
   for (const std::string& dir : candidates) {
-    if (dir.empty()) continue;
+    if (!dir.empty() && std::find(groups.begin(), groups.end(), dir) == groups.end()) {
+      groupsBelowFirst(dir, &groups);
+    }
+  }
+  for (const std::string& dir : groups) {
     auto text = readFile(dir + "/cgroup.procs");
     if (!text.ok()) continue;
-    for (const std::string& p : splitString(*text, '\n'))
-      pids.push_back(std::stoi(p));
-    return pids;
+    for (const std::string& p : splitString(*text, '\n')) {
+      pid_t pid = std::stoi(p);
+      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
+    }
   }
   return pids;
 }
@@ -288,8 +316,60 @@ void TaskCgroup::signalAll(int sig) const {
 
 uint64_t TaskCgroup::oomKills() const {
   if (memory_dir_.empty()) return 0;
-  auto text = readFile(memory_dir_ + (memory_is_v2_ ? "/memory.events" : "/memory.oom_control"));
-  return text.ok() ? keyedValue(*text, "oom_kill") : 0;
+  if (memory_is_v2_) {
+    // memory.events of the task's group counts its descendants' kills too.
+    auto text = readFile(memory_dir_ + "/memory.events");
+    return text.ok() ? keyedValue(*text, "oom_kill") : 0;
+  }
+  // v1 counts an OOM kill in the victim's own group, which for a container is the
+  // runtime's group below the task's.
+  std::vector<std::string> groups;
+  groupsBelowFirst(memory_dir_, &groups);
+  // Newer kernels also count it in every ancestor, so the largest count is the task's,
+  // without counting a kill twice.
+  uint64_t kills = 0;
+  for (const std::string& dir : groups) {
+    auto text = readFile(dir + "/memory.oom_control");
+    if (text.ok()) kills = std::max(kills, keyedValue(*text, "oom_kill"));
+  }
+  return kills;
+}
+
+int TaskCgroup::openOomEventFd() const {
+  if (memory_dir_.empty() || memory_is_v2_) return -1;
+  int oom_fd = ::open((memory_dir_ + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC);
+  if (oom_fd < 0) return -1;
+  int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd >= 0) {
+    Status st = writeExistingFile(memory_dir_ + "/cgroup.event_control",
+                                  std::to_string(event_fd) + " " + std::to_string(oom_fd));
+    if (!st.isOk()) {
+      ::close(event_fd);
+      event_fd = -1;
+    }
+  }
+  ::close(oom_fd);  // the kernel keeps its own reference while the event is registered
+  return event_fd;
+}
+
+Status TaskCgroup::removeEverywhere(const CgroupLayout& layout, const std::string& parent,
+                                    const std::string& name) {
+  const std::string rel = joinPath(parent, name);
+  for (const std::string& mount : layout.all_mounts) {
+    std::vector<std::string> groups;
+    groupsBelowFirst(mount + "/" + rel, &groups);
+    for (const std::string& dir : groups) {
+      // The kernel may hold a group for a moment after its last process exits.
+      bool removed = false;
+      for (int i = 0; i < 2000 && !removed; ++i) {
+        removed = ::rmdir(dir.c_str()) == 0 || errno == ENOENT;
+        if (!removed && errno != EBUSY) return errnoStatus("cannot remove cgroup", dir, errno);
+        if (!removed) ::usleep(1000);
+      }
+      if (!removed) return Status::unavailable("cgroup still busy after 2 s: " + dir);
+    }
+  }
+  return Status::ok();
 }
 
 Status TaskCgroup::destroy() const {
@@ -307,7 +387,12 @@ Status TaskCgroup::destroy() const {
     }
     bool busy = false;
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
-      if (::rmdir(it->c_str()) != 0 && errno != ENOENT) busy = true;
+      // Groups a container runtime left below the task's go first.
+      std::vector<std::string> groups;
+      groupsBelowFirst(*it, &groups);
+      for (const std::string& dir : groups) {
+        if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) busy = true;
+      }
     }
     if (!busy) return Status::ok();
     ::usleep(1000);

@@ -27,6 +27,7 @@ struct CgroupLayout {
   CgroupMode mode = CgroupMode::kNone;
   std::string unified;                           // cgroup2 mount point, "" if none
   std::map<std::string, std::string> v1_mounts;  // controller ("cpu", "memory", ...) -> mount
+  std::vector<std::string> all_mounts;  // every cgroup and cgroup2 mount point (cpuset, ...)
 
   // Parses a mountinfo text (exposed for tests). Never fails: no cgroup mounts is kNone.
   static CgroupLayout fromMountInfo(const std::string& mountinfo);
@@ -68,16 +69,30 @@ class TaskCgroup {
   // Moves process `pid` into every group of the task; with `skip_unified`, into all but the v2
   // group (for a process created inside it with clone3(CLONE_INTO_CGROUP)).
   Status addProcess(pid_t pid, bool skip_unified = false) const;
-  // The processes in the task's groups (membership group: v2 if present, else v1 memory/pids).
+  // The processes in the task's groups and the groups below them (a container runtime's,
+  // e.g. Podman's libpod-<id> and conmon): membership from v2 if present and the v1 groups.
   std::vector<pid_t> processes() const;
   bool empty() const { return processes().empty(); }
   // Sends `sig` to every process of the task; SIGKILL uses cgroup.kill where available.
   void signalAll(int sig) const;
-  // The number of OOM kills in the task's memory group (memory.events / memory.oom_control).
+  // The number of OOM kills in the task's memory group (memory.events / memory.oom_control;
+  // on v1 the most counted in the group or one below it, where a container's kills land).
   uint64_t oomKills() const;
-  // Kills whatever is left and removes the groups. Waits (bounded, ~2 s) for the kernel to
-  // let the groups go.
+  // On v1: an eventfd (non-blocking, close-on-exec; the caller owns it) that counts the times
+  // the task's memory group ran out of memory, registered through cgroup.event_control on
+  // memory.oom_control. A container's OOM kill is counted in the runtime's own group below the
+  // task's, which the runtime removes when the container ends: this count survives it. -1 on
+  // v2 (memory.events counts the kills of the groups below) and when it cannot be set up.
+  int openOomEventFd() const;
+  // Kills whatever is left and removes the groups (and any below them). Waits (bounded, ~2 s)
+  // for the kernel to let the groups go.
   Status destroy() const;
+  // Removes <mount>/<parent>/<name> and the groups below it in every hierarchy of `layout`,
+  // including those the task itself does not use (cpuset, blkio, freezer, name=systemd), where
+  // a container runtime's --cgroup-parent creates them. Empty groups only: call it once the
+  // task's processes are gone. The first group that stays busy is Unavailable.
+  static Status removeEverywhere(const CgroupLayout& layout, const std::string& parent,
+                                 const std::string& name);
 
   // Every directory of the task, for tests and diagnostics.
   const std::vector<std::string>& dirs() const { return dirs_; }

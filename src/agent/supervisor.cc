@@ -19,6 +19,7 @@
 #include <cstring>
 #include <optional>
 
+#include "agent/container.h"
 #include "agent/lease_file.h"
 #include "agent/sys_util.h"
 #include "agent/task_environment.h"
@@ -67,6 +68,10 @@ class Supervisor {
   void finish();
   void stop(StopReason reason, int64_t grace_ms, std::string detail);
   void readControl();
+  void readOomEvents() {
+    uint64_t n = 0;
+    if (oom_fd_ >= 0 && ::read(oom_fd_, &n, sizeof n) == sizeof n) oom_events_ += n;
+  }
   // Fences the task once the node's lease (as the agent last renewed it) has ended; returns
   // how long until it ends (nullopt: no lease to watch, or already fenced).
   std::optional<Micros> checkLease();
@@ -93,6 +98,8 @@ class Supervisor {
   TaskStatus status_;
   int signal_fd_ = -1;
   int end_fd_ = -1;  // the reserved end record, open for the supervisor's life
+  int oom_fd_ = -1;          // v1: counts the memory group's OOM events (openOomEventFd)
+  uint64_t oom_events_ = 0;  // what oom_fd_ counted so far
   Micros started_mono_{0};
   std::optional<Micros> time_limit_at_;
   std::optional<Micros> kill_at_;
@@ -189,6 +196,16 @@ Status Supervisor::setUp() {
     return Status::permissionDenied("tasks may not run as root (user '" + user_.name +
                                     "'); the pool's config does not allow it");
   }
+  if (!launch_.project_dir.empty()) {
+    // The group's shared directory, made on the first of its jobs here. The controller charged
+    // the job to the group (its members only), so the task gets the group's gid too.
+    GPOOL_RETURN_IF_ERROR(
+        ensureGroupDirectory(launch_.project_dir, launch_.project_gid, options_.project_dir_mode));
+    if (std::find(user_.groups.begin(), user_.groups.end(), launch_.project_gid) ==
+        user_.groups.end()) {
+      user_.groups.push_back(launch_.project_gid);
+    }
+  }
   if (options_.use_cgroups) {
     GPOOL_ASSIGN_OR_RETURN(CgroupLayout layout, CgroupLayout::detect());
     CgroupLimits limits;
@@ -202,9 +219,28 @@ Status Supervisor::setUp() {
     for (const TaskGpu& gpu : launch_.gpus)
       minors.push_back(gpu.minor);
     limits.device_rules = taskDeviceRules(minors, options_.extra_device_rules);
+    if (launch_.container) {
+      for (const DeviceRule& r : containerRuntimeDeviceRules())
+        limits.device_rules.push_back(r);
+    }
     GPOOL_ASSIGN_OR_RETURN(TaskCgroup cg, TaskCgroup::create(layout, options_.cgroup_parent,
                                                              launch_.taskName(), limits));
     cgroup_ = std::move(cg);
+    oom_fd_ = cgroup_->openOomEventFd();
+  }
+  if (launch_.container) {
+    if (!cgroup_) {
+      // Podman would put the container in a cgroup of its own, outside every task limit.
+      return Status::failedPrecondition(
+          "containerised tasks need cgroups (the agent runs "
+          "tasks without them)");
+    }
+    if (options_.container_runtime.empty()) {
+      return Status::failedPrecondition(
+          "this node cannot run containers: the agent found no OCI runtime (runc or crun) at "
+          "start");
+    }
+    GPOOL_RETURN_IF_ERROR(checkImagePresent(options_, launch_.container->image));
   }
   return Status::ok();
 }
@@ -245,8 +281,31 @@ Status Supervisor::startTask() {
     }
   }
   std::string work_dir = launch_.working_dir.empty() ? user_.home : launch_.working_dir;
+  std::vector<std::string> args = launch_.argv;
+  const bool container = launch_.container.has_value();
+  if (container) {
+    // The task's process is podman (as root, outside the task's groups: Podman's memory is
+    // not the task's); the container goes below the task's groups and runs as the user.
+    std::vector<std::string> reach = {work_dir};
+    for (const BindMount& m : launch_.container->mounts)
+      reach.push_back(m.source);
+    GPOOL_RETURN_IF_ERROR(checkUserReaches(user_, reach));
+    ContainerContext context;
+    context.task_dir = dir_;
+    context.work_dir = work_dir;
+    context.cgroup_path = "/" + options_.cgroup_parent + "/" + launch_.taskName();
+    context.gpu_device_dir = options_.gpu_device_dir;
+    GPOOL_ASSIGN_OR_RETURN(args, podmanRunCommand(launch_, user_, env, options_, context));
+    program = args[0];
+    std::string line;  // the environment is in a file: the command line holds no secret
+    for (const std::string& a : args)
+      line += (line.empty() ? "" : " ") + a;
+    log("task " + launch_.taskName() + ": " + line);
+    env_strings = podmanEnvironment();
+    work_dir = "/";
+  }
   std::vector<char*> argv;
-  for (std::string& a : launch_.argv)
+  for (std::string& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<char*> envp;
@@ -261,7 +320,7 @@ Status Supervisor::startTask() {
   // does not. Older kernels and seccomp profiles that refuse clone3 get fork + migration.
   bool in_unified = false;
   pid_t pid = -1;
-  if (cgroup_ && !cgroup_->unifiedDir().empty()) {
+  if (cgroup_ && !container && !cgroup_->unifiedDir().empty()) {
     int cg_fd = ::open(cgroup_->unifiedDir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cg_fd >= 0) {
       pid = forkIntoCgroup(cg_fd);
@@ -284,12 +343,16 @@ Status Supervisor::startTask() {
     for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGPIPE, SIGCHLD})
       ::signal(sig, SIG_DFL);
     ::setsid();  // own session and process group: signals to -pid reach the whole task
-    if (cgroup_ && !cgroup_->addProcess(::getpid(), in_unified).isOk()) fail(1, errno);
+    if (cgroup_ && !container && !cgroup_->addProcess(::getpid(), in_unified).isOk()) {
+      fail(1, errno);
+    }
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) {
       fail(2, errno);
     }
-    if (int err = switchToUser(user_); err != 0) fail(3, err);
+    if (!container) {
+      if (int err = switchToUser(user_); err != 0) fail(3, err);
+    }
     if (::chdir(work_dir.c_str()) != 0) fail(4, errno);
     ::execve(program.c_str(), argv.data(), envp.data());
     fail(5, errno);
@@ -401,13 +464,14 @@ void Supervisor::loop() {
       int64_t ms = std::min<int64_t>((*at - now).count() / 1000 + 1, 3'600'000);
       timeout_ms = timeout_ms < 0 ? static_cast<int>(ms) : std::min<int>(timeout_ms, ms);
     }
-    pollfd pfd{signal_fd_, POLLIN, 0};
-    int rc = ::poll(&pfd, 1, timeout_ms);
+    pollfd pfds[2] = {{signal_fd_, POLLIN, 0}, {oom_fd_, POLLIN, 0}};
+    int rc = ::poll(pfds, oom_fd_ >= 0 ? 2 : 1, timeout_ms);
     if (rc < 0 && errno != EINTR) {
       log(std::string("poll failed: ") + std::strerror(errno));
       return;
     }
     if (rc <= 0) continue;
+    readOomEvents();
     signalfd_siginfo info;
     while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
       switch (info.ssi_signo) {
@@ -432,6 +496,11 @@ void Supervisor::loop() {
 }
 
 void Supervisor::finish() {
+  if (launch_.container) {
+    // podman ended; after a SIGKILL its container may still be recorded (or even running).
+    Status st = removeContainer(options_, containerName(launch_, dir_));
+    if (!st.isOk()) log(st.toString());
+  }
   // The task's main process is gone: whatever it left in its cgroup goes too (as Slurm does).
   if (cgroup_) {
     for (int i = 0; i < 2000 && !cgroup_->empty(); ++i) {
@@ -452,7 +521,8 @@ void Supervisor::finish() {
     status_.exit_code = -1;
     status_.signal = WTERMSIG(wait_status_);
   }
-  uint64_t ooms = cgroup_ ? cgroup_->oomKills() : 0;
+  readOomEvents();
+  uint64_t ooms = cgroup_ ? std::max(cgroup_->oomKills(), oom_events_) : 0;
   if (ooms > 0) {
     status_.state = TaskState::kOutOfMemory;
     status_.reason = "the kernel's OOM killer killed " + std::to_string(ooms) +
@@ -471,6 +541,17 @@ void Supervisor::finish() {
     status_.state = TaskState::kFailed;
     status_.reason = status_.signal != 0 ? "killed by signal " + std::to_string(status_.signal)
                                          : "exited with " + std::to_string(status_.exit_code);
+    if (launch_.container && status_.exit_code == 125) {
+      // Podman's own failure (its message is the last line it wrote to the task's stderr).
+      std::string err_path =
+          launch_.stderr_path.empty() ? dir_ + "/stderr.log" : launch_.stderr_path;
+      std::string text = readFile(err_path).valueOr("");
+      while (!text.empty() && text.back() == '\n')
+        text.pop_back();
+      size_t nl = text.rfind('\n');
+      status_.reason = "podman could not run the container of image '" + launch_.container->image +
+                       "': " + (nl == std::string::npos ? text : text.substr(nl + 1));
+    }
   }
   if (killed_) {
     status_.reason += " (SIGKILL after the grace period)";
@@ -478,6 +559,15 @@ void Supervisor::finish() {
   if (cgroup_) {
     Status st = cgroup_->destroy();
     if (!st.isOk()) log(st.toString());
+    if (launch_.container) {
+      // Podman's --cgroup-parent made the task's group in every hierarchy, not only the ones
+      // the task uses.
+      Result<CgroupLayout> layout = CgroupLayout::detect();
+      st = layout.ok()
+               ? TaskCgroup::removeEverywhere(*layout, options_.cgroup_parent, launch_.taskName())
+               : layout.status();
+      if (!st.isOk()) log(st.toString());
+    }
   }
   // The end goes first into the record reserved at the start, which needs no new space: a
   // full disk must not turn the task's exit status into "ended without recording its end".
@@ -538,7 +628,11 @@ std::string toJson(const SupervisorOptions& o) {
             {"filter_devices", o.filter_devices},
             {"device_filter", std::string(filterName(o.device_filter))},
             {"extra_device_rules", rules},
-            {"allow_root", o.allow_root}};
+            {"allow_root", o.allow_root},
+            {"podman", o.podman},
+            {"container_runtime", o.container_runtime},
+            {"gpu_device_dir", o.gpu_device_dir},
+            {"project_dir_mode", o.project_dir_mode}};
   return j.dump(2);
 }
 
@@ -559,6 +653,10 @@ Result<SupervisorOptions> supervisorOptionsFromJson(std::string_view text) {
       o.extra_device_rules.push_back(rule);
     }
     o.allow_root = j.value("allow_root", false);
+    o.podman = j.value("podman", o.podman);
+    o.container_runtime = j.value("container_runtime", o.container_runtime);
+    o.gpu_device_dir = j.value("gpu_device_dir", o.gpu_device_dir);
+    o.project_dir_mode = j.value("project_dir_mode", o.project_dir_mode);
     return o;
   } catch (const json::exception& e) {
     return Status::invalidArgument(std::string("supervisor options JSON is malformed: ") +

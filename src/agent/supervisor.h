@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +34,15 @@ struct SupervisorOptions {
   DeviceFilterKind device_filter = DeviceFilterKind::kAuto;
   std::vector<DeviceRule> extra_device_rules;  // e.g. InfiniBand (c 231:* rw) for NCCL
   bool allow_root = false;                     // may tasks run as uid 0
+  // Containerised tasks (docs/containers.md): Podman, the OCI runtime it uses ("runc" or
+  // "crun", chosen by the agent at start, see chooseContainerRuntime) and the directory of
+  // the GPU device nodes (/dev; the simulated GPUs' nodes in tests).
+  std::string podman = "/usr/bin/podman";
+  std::string container_runtime = "runc";
+  std::string gpu_device_dir = "/dev";
+  // The mode of a group project directory the supervisor creates (setgid: files in it belong
+  // to the group).
+  mode_t project_dir_mode = 02770;
 };
 
 std::string toJson(const SupervisorOptions& options);

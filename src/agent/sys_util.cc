@@ -143,6 +143,33 @@ Status grantSearchToUser(const std::string& path, uid_t uid) {
   return Status::ok();
 }
 
+Status ensureGroupDirectory(const std::string& path, gid_t gid, mode_t mode) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return Status::failedPrecondition("project directory " + path + " is not a directory");
+    }
+    return Status::ok();
+  }
+  size_t slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    GPOOL_RETURN_IF_ERROR(makeDirs(path.substr(0, slash), 0755));
+  }
+  // Made 0700 first, so that nobody uses it before it has its group and mode. Another task's
+  // supervisor may make it at the same time: both then set the same owner and mode.
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return errnoStatus("cannot create the project directory", path, errno);
+  }
+  // chown first: it clears the setgid bit that chmod then sets.
+  if (::chown(path.c_str(), 0, gid) != 0) {
+    return errnoStatus("cannot give the project directory to its group", path, errno);
+  }
+  if (::chmod(path.c_str(), mode) != 0) {
+    return errnoStatus("cannot set the project directory's mode", path, errno);
+  }
+  return Status::ok();
+}
+
 Status removeTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

@@ -35,6 +35,12 @@ Status makeDirs(const std::string& path, mode_t mode = 0755);
 // filesystem keeps no ACLs (EOPNOTSUPP) or the call fails.
 Status grantSearchToUser(const std::string& path, uid_t uid);
 
+// A group's shared directory: when `path` does not exist, creates it (parents root's, 0755)
+// owned by root:`gid` with `mode` (e.g. 02770: setgid, so files made in it belong to the
+// group). An existing directory is left as it is (its admins may have changed it); an existing
+// non-directory is FailedPrecondition.
+Status ensureGroupDirectory(const std::string& path, gid_t gid, mode_t mode);
+
 // Removes `path` and everything under it; OK when it does not exist.
 Status removeTree(const std::string& path);
 

@@ -18,6 +18,7 @@ std::map<std::string, std::string> buildTaskEnvironment(const TaskLaunch& launch
   env["GPOOL_JOB_ID"] = launch.job_id;
   env["GPOOL_TASK_INDEX"] = std::to_string(launch.task_index);
   env["GPOOL_TASK_DIR"] = task_dir;
+  if (!launch.project_dir.empty()) env["GPOOL_PROJECT_DIR"] = launch.project_dir;
   std::string uuids;
   for (const TaskGpu& gpu : launch.gpus) {
     if (!uuids.empty()) uuids += ",";

@@ -64,6 +64,11 @@ Status TaskLaunch::validate() const {
     return Status::invalidArgument("task " + taskName() + " has a slice but " +
                                    std::to_string(gpus.size()) + " GPUs; a slice is of one GPU");
   }
+  if (container) {
+    if (Status st = checkImageName(container->image); !st.isOk()) {
+      return st.withContext("task " + taskName());
+    }
+  }
   if (time_limit_ms < 0 || grace_ms < 0) {
     return Status::invalidArgument("task " + taskName() + " has a negative time limit or grace");
   }
@@ -95,6 +100,8 @@ std::string toJson(const TaskLaunch& l) {
       {"time_limit_ms", l.time_limit_ms},
       {"grace_ms", l.grace_ms},
       {"lease_file", l.lease_file},
+      {"project_dir", l.project_dir},
+      {"project_gid", l.project_gid},
       {"stdout_path", l.stdout_path},
       {"stderr_path", l.stderr_path},
   };
@@ -105,6 +112,12 @@ std::string toJson(const TaskLaunch& l) {
                   {"compute", l.slice->compute},
                   {"interposer", l.slice->interposer},
                   {"shm_path", l.slice->shm_path}};
+  }
+  if (l.container) {
+    json mounts = json::array();
+    for (const BindMount& m : l.container->mounts)
+      mounts.push_back(formatBindMount(m));
+    j["container"] = {{"image", l.container->image}, {"mounts", mounts}};
   }
   return j.dump(2);
 }
@@ -132,6 +145,15 @@ Result<TaskLaunch> taskLaunchFromJson(std::string_view text) {
       l.slice = SliceQuota{s.value("memory_mib", uint64_t{0}), s.value("compute", uint32_t{0}),
                            s.value("interposer", ""), s.value("shm_path", "")};
     }
+    if (j.contains("container")) {
+      const json& c = j["container"];
+      l.container = ContainerSpec{};
+      l.container->image = c.at("image").get<std::string>();
+      for (const json& m : c.value("mounts", json::array())) {
+        GPOOL_ASSIGN_OR_RETURN(BindMount mount, parseBindMount(m.get<std::string>()));
+        l.container->mounts.push_back(std::move(mount));
+      }
+    }
     if (j.contains("rendezvous")) {
       const json& r = j["rendezvous"];
       l.rendezvous.master_addr = r.value("master_addr", "");
@@ -144,6 +166,8 @@ Result<TaskLaunch> taskLaunchFromJson(std::string_view text) {
     l.time_limit_ms = j.value("time_limit_ms", int64_t{0});
     l.grace_ms = j.value("grace_ms", int64_t{30'000});
     l.lease_file = j.value("lease_file", "");
+    l.project_dir = j.value("project_dir", "");
+    l.project_gid = j.value("project_gid", gid_t{0});
     l.stdout_path = j.value("stdout_path", "");
     l.stderr_path = j.value("stderr_path", "");
     return l;

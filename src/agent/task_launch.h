@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/container_spec.h"
 #include "common/result.h"
 
 // The plain data the launcher works from. The agent turns an assignment from the controller
@@ -42,6 +43,14 @@ struct SliceQuota {
   std::string shm_path;     // the interposer's shared-memory region, prepared by the agent
 };
 
+// A task that runs inside an OCI container through Podman (docs/containers.md): in the task's
+// own cgroup with the same limits, as its user, with only its GPUs, its environment, its
+// working directory mounted (and a slice's interposer preloaded read-only).
+struct ContainerSpec {
+  std::string image;              // a local image's name, or an absolute root filesystem dir
+  std::vector<BindMount> mounts;  // the user's mounts, besides the working directory
+};
+
 struct TaskLaunch {
   std::string job_id;       // [A-Za-z0-9_.-]+, at most 64 characters
   uint32_t task_index = 0;  // the task's index within its job
@@ -60,6 +69,12 @@ struct TaskLaunch {
 
   std::vector<TaskGpu> gpus;
   std::optional<SliceQuota> slice;
+  std::optional<ContainerSpec> container;  // absent: a bare task
+  // The job's group's shared project directory: created (root:project_gid, setgid, the
+  // agent's project_dir_mode) by the supervisor when missing, $GPOOL_PROJECT_DIR, mounted into
+  // containers; the task gets project_gid as a supplementary group. Empty: none.
+  std::string project_dir;
+  gid_t project_gid = 0;
   Rendezvous rendezvous;
 
   int64_t time_limit_ms = 0;  // 0: none. SIGTERM at the limit, SIGKILL after the grace period

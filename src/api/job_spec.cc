@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "api/json_reader.h"
+#include "common/container_spec.h"
 #include "common/units.h"
 
 namespace gpool::api {
@@ -292,6 +293,17 @@ Status validateJobSpec(const JobSpec& spec, std::string_view path) {
   if (spec.working_dir.find('\0') != std::string::npos) {
     return bad("working_dir", "contains a NUL character");
   }
+  if (!spec.image.empty()) {
+    if (Status st = checkImageName(spec.image); !st.isOk()) return bad("image", st.message());
+  }
+  if (spec.mounts.size() > 64) return bad("mounts", "has more than 64 mounts");
+  for (size_t i = 0; i < spec.mounts.size(); ++i) {
+    Result<BindMount> m = parseBindMount(spec.mounts[i]);
+    if (!m.ok()) return bad("mounts[" + std::to_string(i) + "]", m.status().message());
+  }
+  if (!spec.mounts.empty() && spec.image.empty()) {
+    return bad("mounts", "need an image (mounts go into the job's container)");
+  }
 
   const TaskResources& res = spec.resources;
   const uint32_t gpus = res.gpus_milli;
@@ -442,6 +454,8 @@ json toJson(const JobSpec& spec) {
          {"dependencies", std::move(deps)}};
   putQuantity(j, "time_limit", Quantity::kDuration, static_cast<uint64_t>(spec.time_limit_seconds));
   if (spec.array) j["array"] = formatArraySpec(*spec.array);
+  if (!spec.image.empty()) j["image"] = spec.image;
+  if (!spec.mounts.empty()) j["mounts"] = spec.mounts;
   return j;
 }
 
@@ -461,6 +475,8 @@ Status fromJson(const json& j, JobSpec* out, std::string_view path) {
   r.boolean("interactive", &out->interactive);
   r.optionalParsed("array", &out->array, &parseArraySpec);
   r.objectList("dependencies", &out->dependencies, Presence::kOptional, 1024);
+  r.string("image", &out->image);
+  r.stringList("mounts", &out->mounts);
   GPOOL_RETURN_IF_ERROR(r.finish());
   return validateJobSpec(*out, path);
 }

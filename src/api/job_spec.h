@@ -123,6 +123,9 @@ struct JobSpec {
   bool interactive = false;
   std::optional<ArraySpec> array;
   std::vector<Dependency> dependencies;
+  // Runs each task in an OCI container of this image (docs/containers.md); empty: bare tasks.
+  std::string image;
+  std::vector<std::string> mounts;  // bind mounts "SRC:DST[:ro]" into the container
   bool operator==(const JobSpec&) const = default;
 };
 

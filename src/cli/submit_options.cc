@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "api/node.h"
+#include "common/container_spec.h"
 #include "common/units.h"
 
 namespace gpool::cli {
@@ -142,6 +143,10 @@ const std::vector<SubmitFlagDef>& submitFlagDefs() {
       {"workdir", "DIR", false, "working directory (default: the current directory)"},
       {"export", "VAR[=VALUE]", true,
        "set VAR in the job's environment; without a value, copy it from yours"},
+      {"image", "IMAGE", false,
+       "run each task in a container of this image (a node's local image or an absolute root "
+       "filesystem directory; docs/containers.md)"},
+      {"mount", "SRC:DST[:ro]", true, "bind-mount SRC into the container at DST; repeat"},
   };
   return kDefs;
 }
@@ -391,6 +396,19 @@ Result<SubmitPlan> buildSubmitPlan(const SubmitFlags& flags, std::vector<std::st
       }
       spec.env[var] = *value;
     }
+  }
+
+  if (const FlagValue* v = last(flags, "image")) {
+    if (Status st = checkImageName(v->value); !st.isOk()) return at(*v, "image", st);
+    spec.image = v->value;
+  }
+  for (const FlagValue& v : all(flags, "mount")) {
+    Result<BindMount> mount = parseBindMount(v.value);
+    if (!mount.ok()) return at(v, "mount", mount.status());
+    if (spec.image.empty()) {
+      return bad(v, "mount", "mounts go into the job's container: give --image too");
+    }
+    spec.mounts.push_back(formatBindMount(*mount));
   }
 
   if (spec.name.empty()) spec.name = context.default_name;

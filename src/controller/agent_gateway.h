@@ -8,6 +8,7 @@
 #include "api/allocation.h"
 #include "api/job_spec.h"
 #include "common/result.h"
+#include "store/store.h"
 
 // How the scheduling loop talks to agents. The real gateway speaks docs/agent-protocol.md over
 // the agent's WebSocket (`assign` / `cancel` frames); tests use a fake that records the calls.
@@ -34,6 +35,10 @@ struct TaskAssignment {
   // The server of every task of the job, by task index. A job of several tasks gets the
   // torchrun/NCCL rendezvous from it (rendezvousFor in agent_link.h); empty: none.
   std::vector<std::string> task_nodes;
+  // The job's group's shared project directory on the servers (docs/containers.md, "Group
+  // project directories") and the group's gid; empty: none.
+  std::string project_dir;
+  uint32_t project_gid = 0;
 };
 
 // The rendezvous ports: from PyTorch's default MASTER_PORT, kRendezvousPorts of them. The
@@ -104,5 +109,9 @@ class LogRelay {
   // refusal (a later attempt of the task replaced this log there) as FailedPrecondition.
   virtual Result<std::optional<RemoteLogPiece>> readRemoteLog(const RemoteLogRequest& request) = 0;
 };
+
+// Fills `t`'s project directory from `group`'s record (none when the job has no group, the
+// group has no project directory, or the group is gone).
+void addGroupProject(store::Store& store, const std::string& group, TaskAssignment* t);
 
 }  // namespace gpool::controller

@@ -154,6 +154,10 @@ protocol::TaskEntry taskEntryFor(const TaskAssignment& a,
   }
   l.time_limit_seconds = spec.time_limit_seconds > 0 ? spec.time_limit_seconds : 0;
   l.grace_seconds = a.grace_s;
+  l.image = spec.image;
+  l.mounts = spec.mounts;
+  l.project_dir = a.project_dir;
+  if (!a.project_dir.empty()) l.project_gid = a.project_gid;
   return e;
 }
 
@@ -525,6 +529,7 @@ Result<std::vector<protocol::TaskEntry>> AgentLink::desiredTasks(const std::stri
       t.allocation = a;
       t.task_nodes = task_nodes;
       if (auto g = graces.find(job->spec.qos); g != graces.end()) t.grace_s = g->second;
+      addGroupProject(store_, record.group, &t);
       out.push_back(taskEntryFor(t, [this](const std::string& n) { return addressOf(n); }));
     }
   }

@@ -452,6 +452,7 @@ Status SchedulingLoop::persistStart(
     assignment.allocation = a;
     assignment.grace_s = grace_of(job.spec.qos);
     assignment.task_nodes = task_nodes;
+    addGroupProject(store_, record.group, &assignment);
     gateway_.assign(assignment);
   }
   return Status::ok();

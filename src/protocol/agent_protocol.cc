@@ -6,6 +6,7 @@
 #include "api/json_reader.h"
 #include "api/node.h"
 #include "common/base64.h"
+#include "common/container_spec.h"
 
 namespace gpool::protocol {
 
@@ -657,6 +658,22 @@ Status fromJson(const json& j, Launch* out, std::string_view path) {
   r.integer("time_limit_seconds", &out->time_limit_seconds, Presence::kOptional, int64_t{0},
             int64_t{10} * 365 * 86400);
   r.optionalInteger("grace_seconds", &out->grace_seconds, int64_t{0}, int64_t{86400});
+  r.string("image", &out->image);
+  r.stringList("mounts", &out->mounts);
+  r.string("project_dir", &out->project_dir);
+  r.optionalInteger("project_gid", &out->project_gid, uint32_t{0}, uint32_t{0xfffffffe});
+  r.check(out->project_dir.empty() || (out->project_dir.front() == '/' && out->project_gid),
+          "project_dir", "must be absolute and come with project_gid");
+  if (r.ok() && !out->image.empty()) {
+    Status image = checkImageName(out->image);
+    r.check(image.isOk(), "image", image.message());
+  }
+  for (const std::string& m : out->mounts) {
+    if (!r.ok()) break;
+    Result<BindMount> mount = parseBindMount(m);
+    r.check(mount.ok(), "mounts", mount.ok() ? "" : mount.status().message());
+  }
+  r.check(out->mounts.empty() || !out->image.empty() || !r.ok(), "mounts", "need an image");
   return r.finish();
 }
 
@@ -682,6 +699,10 @@ json toJson(const Launch& l) {
   }
   if (l.time_limit_seconds > 0) j["time_limit_seconds"] = l.time_limit_seconds;
   if (l.grace_seconds) j["grace_seconds"] = *l.grace_seconds;
+  if (!l.image.empty()) j["image"] = l.image;
+  if (!l.mounts.empty()) j["mounts"] = l.mounts;
+  if (!l.project_dir.empty()) j["project_dir"] = l.project_dir;
+  if (l.project_gid) j["project_gid"] = *l.project_gid;
   return j;
 }
 

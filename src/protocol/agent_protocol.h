@@ -378,6 +378,13 @@ struct Launch {
   std::optional<RendezvousTerms> rendezvous;
   int64_t time_limit_seconds = 0;
   std::optional<int64_t> grace_seconds;  // none: the agent's default
+  // A containerised task (docs/containers.md): its image, and bind mounts "SRC:DST[:ro]".
+  // Empty image: a bare task.
+  std::string image;
+  std::vector<std::string> mounts;
+  // The job's group's project directory (created by the agent, owned by project_gid).
+  std::string project_dir;
+  std::optional<uint32_t> project_gid;
 
   bool operator==(const Launch&) const = default;
 };

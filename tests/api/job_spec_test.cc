@@ -33,6 +33,8 @@ JobSpec fullSpec() {
   s.preemptible = true;
   s.array = *parseArraySpec("0-31%4");
   s.dependencies = {{DependencyKind::kAfterOk, 12}, {DependencyKind::kAfterAny, 13}};
+  s.image = "localhost/pytorch:24.05";
+  s.mounts = {"/data/imagenet:/data:ro", "/scratch:/scratch"};
   return s;
 }
 
@@ -214,6 +216,20 @@ TEST(JobSpecJsonTest, RejectsMalformedInput) {
            {R"({"command":["x"],"env":{"A":5}})", "job.env.A: expected a string"},
            {R"({"command":["x"],"working_dir":"rel/path"})",
             "job.working_dir: must be an absolute path"},
+           {R"({"command":["x"],"image":"-v"})", "job.image: image '-v' may not start with '-'"},
+           {R"({"command":["x"],"image":"a b"})", "job.image: image 'a b' has a character"},
+           {R"({"command":["x"],"image":"/srv/../etc"})", "job.image: image '/srv/../etc'"},
+           {R"({"command":["x"],"mounts":["/a:/b"]})", "job.mounts: need an image"},
+           {R"({"command":["x"],"image":"i","mounts":["/a"]})",
+            "job.mounts[0]: mount '/a': has no ':' between source and target"},
+           {R"({"command":["x"],"image":"i","mounts":["a:/b"]})",
+            "job.mounts[0]: mount 'a:/b': source is not an absolute path"},
+           {R"({"command":["x"],"image":"i","mounts":["/a:/b:rx"]})",
+            "job.mounts[0]: mount '/a:/b:rx': mode 'rx' is not ro or rw"},
+           {R"({"command":["x"],"image":"i","mounts":["/a:/../b"]})",
+            "job.mounts[0]: mount '/a:/../b': target contains '..'"},
+           {R"({"command":["x"],"image":"i","mounts":["/a:/"]})",
+            "job.mounts[0]: mount '/a:/': target may not be the container's root"},
            {R"({"command":["x"],"qos":"no spaces"})", "job.qos: is not a valid QoS name"},
            {R"({"command":["x"],"preemptible":"yes"})", "job.preemptible: expected a boolean"},
            {R"({"command":["x"],"constraints":{"min_compute_capability":"8"}})",
@@ -236,7 +252,7 @@ TEST(JobSpecJsonTest, RejectsMalformedInput) {
                 {"kind":"afterok","job_id":1}]})",
             "job.dependencies[1]: repeats afterok:1"},
            {R"({"command":["x"],"name":"a\nb"})", "job.name: contains a control character"},
-           {R"({"command":["x"],"nmae":"a"})", "job.nmae: unknown field (did you mean 'name'?)"},
+           {R"({"command":["x"],"nme":"a"})", "job.nme: unknown field (did you mean 'name'?)"},
            {R"("just a string")", "job: expected an object, got a string"},
        }) {
     EXPECT_TRUE(failsWith(decodeSpec(c.json), c.needle)) << c.json;

@@ -13,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -165,8 +166,6 @@ class AgentEndToEndTest : public ::testing::Test {
   // More [controller] keys for gpoold.toml, and more sections after it.
   virtual std::string extraConfig() const { return ""; }
   virtual std::string extraSections() const { return ""; }
-  // More gpool-agent arguments.
-  virtual std::vector<std::string> extraAgentArgs() const { return {}; }
   // The agent's GPUs.
   virtual std::string fixture() {
     return std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
@@ -199,24 +198,7 @@ class AgentEndToEndTest : public ::testing::Test {
       ASSERT_FALSE(line.empty()) << "gpoold did not start";
       if (line.rfind("metrics ", 0) == 0) metrics_address_ = line.substr(8);
     }
-    std::vector<std::string> agent_args{
-        std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent",
-        "--node",
-        "n1",
-        "--unix-socket",
-        socket_,
-        "--state-dir",
-        dir_.file("state"),
-        "--fake-fixture",
-        fixture(),
-        "--supervisor",
-        std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
-        "--vgpu-dir",
-        dir_.file("vgpu"),
-        "--no-cgroups"};
-    for (const std::string& a : extraAgentArgs())
-      agent_args.push_back(a);
-    agent_ = spawn(agent_args, false);
+    startAgent();
     ASSERT_GT(agent_.pid, 0);
     http_ = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(socket_),
                                               std::chrono::seconds(10));
@@ -225,6 +207,26 @@ class AgentEndToEndTest : public ::testing::Test {
       auto r = http_->get("/v1/nodes");
       return r.ok() && r->status == 200 && json::parse(r->body)["nodes"].size() == 1;
     }));
+  }
+  // The agent's flags beyond the common ones: no cgroups unless a test needs them.
+  virtual std::vector<std::string> agentFlags() const { return {"--no-cgroups"}; }
+  void startAgent() {
+    std::vector<std::string> args = {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent",
+                                     "--node",
+                                     "n1",
+                                     "--unix-socket",
+                                     socket_,
+                                     "--state-dir",
+                                     dir_.file("state"),
+                                     "--fake-fixture",
+                                     fixture(),
+                                     "--supervisor",
+                                     std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
+                                     "--vgpu-dir",
+                                     dir_.file("vgpu")};
+    for (const std::string& f : agentFlags())
+      args.push_back(f);
+    agent_ = spawn(args, false);
   }
   void TearDown() override {
     http_.reset();
@@ -271,6 +273,15 @@ class AgentEndToEndTest : public ::testing::Test {
   }
   bool waitState(int64_t id, const std::string& state) {
     return eventually([&] { return job(id).value("state", "") == state; });
+  }
+  // Waits until the job has ended (in any state) and returns its state.
+  std::string waitEnd(int64_t id) {
+    std::string state;
+    eventually([&] {
+      state = job(id).value("state", "");
+      return state != "PENDING" && state != "RUNNING" && state != "";
+    });
+    return state;
   }
 
   OpenTempDir dir_;
@@ -892,8 +903,8 @@ class SliceEnforcementTest : public AgentEndToEndTest {
     return std::string(GPOOL_BINARY_DIR) + "/src/vgpu/libgpool-vgpu.so";
   }
   static std::string client() { return std::string(GPOOL_BINARY_DIR) + "/tests/vgpu/vgpu_client"; }
-  std::vector<std::string> extraAgentArgs() const override {
-    return {"--interposer", interposer()};
+  std::vector<std::string> agentFlags() const override {
+    return {"--no-cgroups", "--interposer", interposer()};
   }
   // What a slice task needs to reach the simulated GPU (16 GiB) through the fakes.
   std::map<std::string, std::string> fakeGpuEnv() const {
@@ -972,6 +983,271 @@ TEST_F(SliceEnforcementTest, OtherUsersCannotReachARegionAndTheTaskCannotRaiseIt
   auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
   ASSERT_TRUE(cancel.ok());
   EXPECT_TRUE(waitState(id, "CANCELLED"));
+}
+
+// Jobs with an image (docs/containers.md): the real gpoold and gpool-agent with cgroups, real
+// Podman with the OCI runtime that works here (runc on hybrid-cgroup hosts), and an image the
+// test builds itself from Debian's static busybox (no registry is reachable). Skips, saying
+// why, where Podman, an OCI runtime, busybox-static or the cgroup hierarchies are missing
+// (scripts/install-deps.sh installs them; CI runs as root).
+const char* kTestImage = "localhost/gpool-test-busybox:1";
+
+// "" once kTestImage exists in Podman's store (built here if missing), or why it cannot.
+std::string ensureTestImage() {
+  if (::access("/usr/bin/podman", X_OK) != 0) return "no /usr/bin/podman (Debian package podman)";
+  if (::access("/usr/sbin/runc", X_OK) != 0 && ::access("/usr/bin/crun", X_OK) != 0) {
+    return "no OCI runtime (Debian package runc or crun)";
+  }
+  if (::access("/bin/busybox", X_OK) != 0 && ::access("/usr/bin/busybox", X_OK) != 0) {
+    return "no static busybox (Debian package busybox-static) to build the test image from";
+  }
+  // scripts/make-busybox-image.sh builds and imports it unless it is there; one builder at a
+  // time across test processes.
+  int lock = ::open("/tmp/gpool-test-image.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  std::string make = std::string(GPOOL_SOURCE_DIR) + "/scripts/make-busybox-image.sh " +
+                     kTestImage + " >/dev/null 2>&1";
+  int rc = std::system(make.c_str());
+  if (lock >= 0) ::close(lock);
+  return rc == 0 ? "" : "cannot build the test image with podman import";
+}
+
+// Every cgroup and cgroup2 mount point.
+std::vector<std::string> cgroupMounts() {
+  std::vector<std::string> mounts;
+  std::istringstream in(slurp("/proc/self/mountinfo"));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream f(line);
+    std::vector<std::string> w;
+    for (std::string x; f >> x;)
+      w.push_back(x);
+    auto dash = std::find(w.begin(), w.end(), "-");
+    if (w.size() > 4 && dash != w.end() && dash + 1 != w.end() &&
+        (*(dash + 1) == "cgroup" || *(dash + 1) == "cgroup2")) {
+      mounts.push_back(w[4]);
+    }
+  }
+  return mounts;
+}
+
+// The output of `command` (sh -c), or "" when it fails.
+std::string shellOutput(const std::string& command) {
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = ::fread(buf, 1, sizeof buf, p)) > 0;)
+    out.append(buf, n);
+  return ::pclose(p) == 0 ? out : "";
+}
+
+class ContainerJobTest : public AgentEndToEndTest {
+ protected:
+  std::vector<std::string> agentFlags() const override {
+    return {"--cgroup-parent", cgroup_parent_, "--gpu-device-dir", dir_.file("dev")};
+  }
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (Podman as root, cgroups, a test user)";
+    if (std::string why = ensureTestImage(); !why.empty()) GTEST_SKIP() << why;
+    if (::access("/sys/fs/cgroup/memory", F_OK) != 0 &&
+        slurp("/sys/fs/cgroup/cgroup.controllers").find("memory") == std::string::npos) {
+      GTEST_SKIP() << "no cgroup memory controller";
+    }
+    // The simulated GPUs' device nodes (char 195:<minor>, nvidiactl 195:255), as a server's.
+    ::mkdir(dir_.file("dev").c_str(), 0755);
+    for (int i = 0; i < 8; ++i) {
+      std::string node = dir_.file("dev/nvidia" + std::to_string(i));
+      ASSERT_EQ(::mknod(node.c_str(), S_IFCHR | 0666, makedev(195, i)), 0) << node;
+    }
+    ASSERT_EQ(::mknod(dir_.file("dev/nvidiactl").c_str(), S_IFCHR | 0666, makedev(195, 255)), 0);
+    AgentEndToEndTest::SetUp();
+  }
+  void TearDown() override {
+    AgentEndToEndTest::TearDown();
+    for (const std::string& m : cgroupMounts())
+      ::rmdir((m + "/" + cgroup_parent_).c_str());
+  }
+
+  api::JobSpec containerSpec(const std::string& command) {
+    api::JobSpec spec;
+    spec.name = "ctr";
+    spec.command = {"/bin/sh", "-c", command};
+    spec.working_dir = dir_.path();
+    spec.image = kTestImage;
+    return spec;
+  }
+  // The task's groups that are left in any hierarchy.
+  std::vector<std::string> leftGroups(int64_t id) {
+    std::vector<std::string> left;
+    for (const std::string& m : cgroupMounts()) {
+      std::string g = m + "/" + cgroup_parent_ + "/" + std::to_string(id) + ".0";
+      if (::access(g.c_str(), F_OK) == 0) left.push_back(g);
+    }
+    return left;
+  }
+  // The containers (any state) of task <id>.0 of this test's agent (labelled with its task
+  // directory: other pools on this machine have jobs of the same ids).
+  std::string containers(int64_t id) {
+    return shellOutput("podman ps -a --format '{{.Names}}' --filter label=gpool.task_dir=" +
+                       dir_.file("state/tasks/" + std::to_string(id) + ".0"));
+  }
+
+  std::string cgroup_parent_ = "gpool-ctr-" + std::to_string(::getpid());
+};
+
+TEST_F(ContainerJobTest, RunsInItsImageAsItsUserWithItsEnvironmentAndOnlyItsGpu) {
+  api::JobSpec spec = containerSpec(
+      "cat /etc/gpool-image; id -u; id -g; echo \"$FOO $GPOOL_JOB_ID $CUDA_VISIBLE_DEVICES\"; "
+      "ls /dev | grep nvidia; grep memory /proc/self/cgroup; pwd");
+  spec.resources.gpus_milli = 1000;
+  spec.env = {{"FOO", "bar baz"}};
+  int64_t id = submitSpecAsUser(spec);
+  ASSERT_GT(id, 0);
+  ASSERT_EQ(waitEnd(id), "COMPLETED") << job(id).dump();
+  json j = job(id);
+  const std::string uuid = j["allocations"][0]["slices"][0].value("gpu_uuid", "");
+  int index = -1;
+  const std::string node = http_->get("/v1/nodes/n1")->body;
+  const json parsed = json::parse(node);
+  for (const json& g : parsed["gpus"]) {
+    if (g.value("uuid", "") == uuid) index = g.value("index", -1);
+  }
+  ASSERT_GE(index, 0) << uuid << " " << node;
+  std::string out = slurp(j["allocations"][0].value("stdout_log", ""));
+  std::istringstream lines(out);
+  std::vector<std::string> l;
+  for (std::string line; std::getline(lines, line);)
+    l.push_back(line);
+  ASSERT_EQ(l.size(), 8u) << out << slurp(j["allocations"][0].value("stderr_log", ""));
+  EXPECT_EQ(l[0], "gpool-test-image");  // the image's file system, not the host's
+  EXPECT_EQ(l[1], std::to_string(uid_));
+  EXPECT_EQ(l[2], std::to_string(gid_));
+  EXPECT_EQ(l[3], "bar baz " + std::to_string(id) + " " + uuid);
+  // Only its own GPU's node (and the control device), not the other seven.
+  EXPECT_EQ(l[4], "nvidia" + std::to_string(index));
+  EXPECT_EQ(l[5], "nvidiactl");
+  // Inside the task's own memory group (below it: Podman's libpod-<id>).
+  EXPECT_NE(l[6].find(":/" + cgroup_parent_ + "/" + std::to_string(id) + ".0/"), std::string::npos)
+      << l[6];
+  EXPECT_EQ(l[7], dir_.path());
+  EXPECT_EQ(containers(id), "");
+  EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
+}
+
+TEST_F(ContainerJobTest, AnAllocationAboveItsMemoryIsOomKilledAndReportedSo) {
+  api::JobSpec spec = containerSpec("dd if=/dev/zero of=/dev/null bs=256M count=1; echo survived");
+  spec.resources.ram_mib = 64;
+  int64_t id = submitSpecAsUser(spec);
+  ASSERT_GT(id, 0);
+  ASSERT_EQ(waitEnd(id), "OUT_OF_MEMORY") << job(id).dump();
+  EXPECT_EQ(containers(id), "");
+  EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
+}
+
+TEST_F(ContainerJobTest, AMissingImageFailsAtOnceNamingTheImage) {
+  api::JobSpec spec = containerSpec("true");
+  spec.image = "localhost/gpool-no-such-image:1";
+  int64_t id = submitSpecAsUser(spec);
+  ASSERT_GT(id, 0);
+  ASSERT_EQ(waitEnd(id), "FAILED") << job(id).dump();
+  EXPECT_NE(job(id).value("reason", "").find("localhost/gpool-no-such-image:1"), std::string::npos)
+      << job(id).dump();
+  EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
+}
+
+TEST_F(ContainerJobTest, CancelAndTimeLimitLeaveNoContainerMountOrCgroup) {
+  int64_t cancelled = submitSpecAsUser(containerSpec("echo up > up; exec sleep 1000"));
+  api::JobSpec limited = containerSpec("exec sleep 1000");
+  limited.time_limit_seconds = 2;
+  int64_t timed_out = submitSpecAsUser(limited);
+  ASSERT_GT(cancelled, 0);
+  ASSERT_GT(timed_out, 0);
+  ASSERT_TRUE(eventually([&] { return slurp(dir_.file("up")) == "up\n"; }));
+  std::string name = containers(cancelled);
+  ASSERT_EQ(name.rfind("gpool-" + std::to_string(cancelled) + ".0-", 0), 0u) << name;
+  name.pop_back();
+  // Its root file system, mounted by Podman.
+  std::string rootfs =
+      shellOutput("podman inspect --format '{{.GraphDriver.Data.MergedDir}}' " + name);
+  ASSERT_GT(rootfs.size(), 1u);
+  rootfs.pop_back();
+  EXPECT_NE(slurp("/proc/self/mountinfo").find(rootfs), std::string::npos) << rootfs;
+  EXPECT_FALSE(leftGroups(cancelled).empty());
+
+  auto r = http_->post("/v1/jobs/" + std::to_string(cancelled) + "/cancel", "");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(waitEnd(cancelled), "CANCELLED") << job(cancelled).dump();
+  EXPECT_EQ(waitEnd(timed_out), "TIMEOUT") << job(timed_out).dump();
+  for (int64_t job_id : {cancelled, timed_out}) {
+    EXPECT_EQ(containers(job_id), "") << job_id;
+    EXPECT_EQ(leftGroups(job_id), std::vector<std::string>{}) << job_id;
+  }
+  EXPECT_EQ(slurp("/proc/self/mountinfo").find(rootfs), std::string::npos) << rootfs;
+}
+
+// A group's project directory (issue 23): made by the agent on the group's first job there,
+// root:<gid>, setgid, mode 2770; $GPOOL_PROJECT_DIR in bare and container tasks, mounted into
+// containers; files made in it belong to the group.
+TEST_F(ContainerJobTest, AGroupsProjectDirectoryIsMadeSharedAndMounted) {
+  const std::string project = dir_.file("projects/vision");
+  const uint32_t gid = 54000 + static_cast<uint32_t>(::getpid() % 1000);
+  auto user = http_->request(net::Method::kPut, std::string("/v1/users/") + kUser,
+                             json{{"name", kUser}, {"uid", uid_}}.dump());
+  ASSERT_TRUE(user.ok());
+  ASSERT_EQ(user->status, 201) << user->body;
+  auto made = http_->post(
+      "/v1/groups",
+      json{
+          {"name", "gpool-proj-test"}, {"gid", gid}, {"project_dir", project}, {"members", {kUser}}}
+          .dump());
+  ASSERT_TRUE(made.ok());
+  ASSERT_EQ(made->status, 201) << made->body;
+
+  api::JobSpec bare;
+  bare.name = "bare";
+  bare.command = {"/bin/sh", "-c",
+                  "echo $GPOOL_PROJECT_DIR > where; echo b > $GPOOL_PROJECT_DIR/bare"};
+  bare.working_dir = dir_.path();
+  int64_t first = submitSpecAsUser(bare);
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(waitEnd(first), "COMPLETED") << job(first).dump();
+  int64_t second = submitSpecAsUser(containerSpec("echo c > $GPOOL_PROJECT_DIR/ctr"));
+  ASSERT_GT(second, 0);
+  ASSERT_EQ(waitEnd(second), "COMPLETED") << job(second).dump();
+
+  EXPECT_EQ(slurp(dir_.file("where")), project + "\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(project.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 02770u);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_gid, gid);
+  for (const char* name : {"bare", "ctr"}) {
+    std::string file = project + "/" + name;
+    ASSERT_EQ(::stat(file.c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_uid, uid_) << file;
+    EXPECT_EQ(st.st_gid, gid) << file;  // setgid: the group's, not the user's own
+  }
+  EXPECT_EQ(slurp(project + "/ctr"), "c\n");
+}
+
+TEST_F(ContainerJobTest, ARestartedAgentReadoptsARunningContainer) {
+  int64_t id = submitSpecAsUser(
+      containerSpec("echo up > up; while [ ! -e go ]; do sleep 0.05; done; echo after > out"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(eventually([&] { return slurp(dir_.file("up")) == "up\n"; }));
+  ::kill(agent_.pid, SIGKILL);
+  ::waitpid(agent_.pid, nullptr, 0);
+  agent_.pid = -1;
+  startAgent();
+  ASSERT_GT(agent_.pid, 0);
+  EXPECT_EQ(job(id).value("state", ""), "RUNNING");
+  std::ofstream(dir_.file("go")) << "go\n";
+  ASSERT_EQ(waitEnd(id), "COMPLETED") << job(id).dump();
+  EXPECT_EQ(slurp(dir_.file("out")), "after\n");
+  EXPECT_EQ(containers(id), "");
+  EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
 }
 
 }  // namespace

@@ -1,0 +1,301 @@
+#include "agent/container.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "agent/cgroup.h"
+#include "agent/sys_util.h"
+
+namespace gpool::agent {
+namespace {
+
+// Runs `argv` with podman's environment, stdin and stdout on /dev/null, stderr into `err`
+// (first 4 KiB). Returns the exit status (128+signal when killed), or an error when it could
+// not be started.
+Result<int> runQuiet(const std::vector<std::string>& argv, std::string* err) {
+  std::vector<char*> cargv;
+  std::vector<std::string> args = argv;
+  for (std::string& a : args)
+    cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<std::string> env = podmanEnvironment();
+  std::vector<char*> envp;
+  for (std::string& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return errnoStatus("pipe failed", argv[0], errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (rc != 0) {
+    ::close(pipe_fds[0]);
+    return errnoStatus("cannot run", argv[0], rc);
+  }
+  char buf[1024];
+  for (;;) {
+    ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (err != nullptr && err->size() < 4096) err->append(buf, static_cast<size_t>(n));
+  }
+  ::close(pipe_fds[0]);
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+}
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// "--ulimit name=soft:hard" with this process's limits: Podman's defaults (nofile 1048576,
+// nproc 4194304) exceed the hard limits of many hosts, and the start then fails with
+// "setrlimit ...: Operation not permitted". The task gets what a bare task would.
+std::string ulimitArg(const char* name, int resource) {
+  rlimit rl{};
+  ::getrlimit(resource, &rl);
+  if (resource == RLIMIT_NPROC) {
+    // Podman caps its own RLIMIT_NPROC (and so conmon's and the runtime's) at the kernel's
+    // pid_max; asking the container for more fails with EPERM (seen with pid_max 32768 and a
+    // host limit of 96367). More processes than pids exist mean nothing anyway.
+    auto text = readFile("/proc/sys/kernel/pid_max");
+    rlim_t pid_max = text.ok() ? std::strtoull(text->c_str(), nullptr, 10) : 0;
+    if (pid_max > 0) {
+      rl.rlim_cur = std::min(rl.rlim_cur, pid_max);
+      rl.rlim_max = std::min(rl.rlim_max, pid_max);
+    }
+  }
+  auto fmt = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("-1") : std::to_string(v); };
+  return std::string(name) + "=" + fmt(rl.rlim_cur) + ":" + fmt(rl.rlim_max);
+}
+
+}  // namespace
+
+std::string containerName(const TaskLaunch& launch, const std::string& task_dir) {
+  uint32_t h = 2166136261u;  // FNV-1a: the same name in every process that computes it
+  for (unsigned char c : task_dir) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", h);
+  return "gpool-" + launch.taskName() + "-" + hex;
+}
+
+std::vector<DeviceRule> containerRuntimeDeviceRules() {
+  return {{'c', 10, 200, "rwm"}};  // /dev/net/tun: useless without CAP_NET_ADMIN
+}
+
+std::vector<std::string> podmanEnvironment() {
+  return {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+          "LANG=C.UTF-8"};
+}
+
+Result<std::vector<std::string>> podmanRunCommand(const TaskLaunch& launch, const UnixUser& user,
+                                                  const std::map<std::string, std::string>& env,
+                                                  const SupervisorOptions& options,
+                                                  const ContainerContext& context) {
+  const ContainerSpec& spec = *launch.container;
+  std::string env_text;
+  for (const auto& [key, value] : env) {
+    if (value.find('\n') != std::string::npos) {
+      return Status::invalidArgument("environment variable " + key +
+                                     " holds a newline, which a container's environment file "
+                                     "cannot carry");
+    }
+    env_text += key + "=" + value + "\n";
+  }
+  const std::string env_file = context.task_dir + "/container.env";
+  GPOOL_RETURN_IF_ERROR(writeFileAtomically(env_file, env_text, 0600));
+
+  std::vector<std::string> a = {
+      options.podman, "--runtime", options.container_runtime, "--cgroup-manager", "cgroupfs", "run",
+      "--rm", "--replace", "--name", containerName(launch, context.task_dir), "--label",
+      "gpool.task_dir=" + context.task_dir, "--pull", "never",
+      // The container writes straight into the task's log files
+      // (podman's stdout and stderr), as a bare task does.
+      "--log-driver", "passthrough", "--cgroupns", "host", "--cgroup-parent", context.cgroup_path,
+      // Host network and PIDs, as a bare task: NCCL and torchrun
+      // rendezvous on the host's addresses, and the supervisor's
+      // SIGTERM reaches the program even as the container's first
+      // process (which, as a PID namespace's init, ignores it).
+      "--network", "host", "--pid", "host", "--ipc", "host", "--user",
+      std::to_string(user.uid) + ":" + std::to_string(user.gid), "--ulimit",
+      ulimitArg("nofile", RLIMIT_NOFILE), "--ulimit", ulimitArg("nproc", RLIMIT_NPROC),
+      "--env-file", env_file, "--workdir", context.work_dir, "--volume",
+      context.work_dir + ":" + context.work_dir};
+  for (gid_t g : user.groups) {
+    if (g != user.gid) {
+      a.push_back("--group-add");
+      a.push_back(std::to_string(g));
+    }
+  }
+  if (user.uid != 0) {
+    // Never root inside: no capabilities, and no way to regain them through setuid files.
+    a.insert(a.end(), {"--cap-drop", "all", "--security-opt", "no-new-privileges"});
+  }
+  if (!launch.project_dir.empty()) {
+    a.insert(a.end(), {"--volume", launch.project_dir + ":" + launch.project_dir});
+  }
+  for (const BindMount& m : spec.mounts) {
+    a.push_back("--volume");
+    a.push_back(formatBindMount(m));
+  }
+  // Only the task's GPUs; the runtime's device cgroup adds them to its defaults, below the
+  // task's own whitelist (which denies every other GPU).
+  const std::string& dev = context.gpu_device_dir;
+  for (const TaskGpu& gpu : launch.gpus) {
+    std::string node = "nvidia" + std::to_string(gpu.minor);
+    a.push_back("--device");
+    // "rw" as the task's own whitelist has it (a child group may not add mknod).
+    a.push_back(dev + "/" + node + ":/dev/" + node + ":rw");
+  }
+  if (!launch.gpus.empty()) {
+    for (const char* node : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) {
+      if (!exists(dev + "/" + node)) continue;
+      a.push_back("--device");
+      a.push_back(dev + "/" + node + ":/dev/" + node + ":rw");
+    }
+  }
+  if (launch.slice && !launch.slice->interposer.empty()) {
+    // The interposer at the same path as on the host (LD_PRELOAD names it), read-only, and
+    // named in the container's /etc/ld.so.preload, which the dynamic loader reads whatever
+    // the environment says: `env -u LD_PRELOAD` does not lift the quota.
+    const std::string preload = context.task_dir + "/ld.so.preload";
+    GPOOL_RETURN_IF_ERROR(writeFileAtomically(preload, launch.slice->interposer + "\n", 0644));
+    a.insert(a.end(),
+             {"--volume", launch.slice->interposer + ":" + launch.slice->interposer + ":ro",
+              "--volume", preload + ":/etc/ld.so.preload:ro"});
+    if (!launch.slice->shm_path.empty()) {
+      a.insert(a.end(), {"--volume", launch.slice->shm_path + ":" + launch.slice->shm_path});
+    }
+  }
+  if (!spec.image.empty() && spec.image.front() == '/') {
+    // A root filesystem directory may be shared by every task of the node: read-only, with
+    // fresh tmpfs on /tmp, /var/tmp and /run (Podman's --read-only-tmpfs).
+    a.insert(a.end(), {"--read-only", "--rootfs", spec.image});
+  } else {
+    a.push_back(spec.image);
+  }
+  a.insert(a.end(), launch.argv.begin(), launch.argv.end());
+  return a;
+}
+
+Status checkImagePresent(const SupervisorOptions& options, const std::string& image) {
+  if (!image.empty() && image.front() == '/') {
+    struct stat st;
+    if (::stat(image.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Status::failedPrecondition("image '" + image +
+                                        "': no such root filesystem directory on this node");
+    }
+    return Status::ok();
+  }
+  std::string err;
+  GPOOL_ASSIGN_OR_RETURN(int rc, runQuiet({options.podman, "image", "exists", image}, &err));
+  if (rc == 1) {
+    return Status::failedPrecondition("image '" + image +
+                                      "' is not on this node (import it with `podman import` "
+                                      "or pull it; see docs/containers.md)");
+  }
+  if (rc != 0) {
+    return Status::failedPrecondition("image '" + image + "': podman image exists failed (" +
+                                      std::to_string(rc) + "): " + trimmed(err));
+  }
+  return Status::ok();
+}
+
+Status checkUserReaches(const UnixUser& user, const std::vector<std::string>& paths) {
+  if (paths.empty()) return Status::ok();
+  pid_t pid = ::fork();
+  if (pid < 0) return errnoStatus("fork failed", paths.front(), errno);
+  if (pid == 0) {
+    if (switchToUser(user) != 0) ::_exit(255);
+    for (size_t i = 0; i < paths.size() && i < 250; ++i) {
+      // O_PATH needs search permission on every directory on the way, as the user's own
+      // programs would.
+      int fd = ::open(paths[i].c_str(), O_PATH | O_CLOEXEC);
+      if (fd < 0) ::_exit(static_cast<int>(i) + 1);
+      ::close(fd);
+    }
+    ::_exit(0);
+  }
+  int ws = 0;
+  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(ws)) return Status::internal("the access check of the task's paths crashed");
+  int code = WEXITSTATUS(ws);
+  if (code == 0) return Status::ok();
+  if (code == 255) return Status::permissionDenied("cannot switch to user '" + user.name + "'");
+  return Status::permissionDenied("user '" + user.name + "' cannot reach '" + paths[code - 1] +
+                                  "', so it is not mounted into the container");
+}
+
+Status removeContainer(const SupervisorOptions& options, const std::string& name) {
+  std::string err;
+  GPOOL_ASSIGN_OR_RETURN(
+      int rc, runQuiet({options.podman, "--runtime", options.container_runtime, "--cgroup-manager",
+                        "cgroupfs", "rm", "--force", "--ignore", "--time", "0", name},
+                       &err));
+  if (rc != 0) {
+    return Status::ioError("podman rm " + name + " failed (" + std::to_string(rc) +
+                           "): " + trimmed(err));
+  }
+  return Status::ok();
+}
+
+Result<std::string> chooseContainerRuntime(const std::string& forced) {
+  auto installed = [](const std::string& name) {
+    for (const char* dir : {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin"}) {
+      if (::access((std::string(dir) + "/" + name).c_str(), X_OK) == 0) return true;
+    }
+    return false;
+  };
+  if (!forced.empty() && forced != "auto") {
+    if (forced != "runc" && forced != "crun") {
+      return Status::invalidArgument("container runtime must be auto, runc or crun, not '" +
+                                     forced + "'");
+    }
+    if (!installed(forced)) {
+      return Status::failedPrecondition("container runtime " + forced + " is not installed");
+    }
+    return forced;
+  }
+  GPOOL_ASSIGN_OR_RETURN(CgroupLayout layout, CgroupLayout::detect());
+  // crun 1.8 fails on hosts with v1 controllers beside the v2 tree.
+  bool has_v1 = !layout.v1_mounts.empty();
+  std::vector<std::string> order =
+      has_v1 ? std::vector<std::string>{"runc"} : std::vector<std::string>{"crun", "runc"};
+  for (const std::string& r : order) {
+    if (installed(r)) return r;
+  }
+  return Status::failedPrecondition(
+      has_v1 ? "no runc installed (crun cannot run containers on this host's v1 cgroups)"
+             : "neither crun nor runc is installed");
+}
+
+}  // namespace gpool::agent
