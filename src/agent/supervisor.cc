@@ -97,7 +97,7 @@ class Supervisor {
   bool fenced_ = false;
   TaskStatus status_;
   int signal_fd_ = -1;
-  int end_fd_ = -1;  // the reserved end record, open for the supervisor's life
+  int end_fd_ = -1;          // the reserved end record, open for the supervisor's life
   int oom_fd_ = -1;          // v1: counts the memory group's OOM events (openOomEventFd)
   uint64_t oom_events_ = 0;  // what oom_fd_ counted so far
   Micros started_mono_{0};

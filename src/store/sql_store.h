@@ -216,7 +216,7 @@ class SqlStore : public Store {
   std::vector<PendingWrite*> group_queue_;  // GUARDED_BY(group_mu_)
   bool group_leader_active_ = false;        // GUARDED_BY(group_mu_)
   std::atomic<int> fail_countdown_{0};
-  std::atomic<int64_t> incarnation_{0};  // read by migrate(), set by beginIncarnation()
+  std::atomic<int64_t> incarnation_{0};      // read by migrate(), set by beginIncarnation()
   std::function<Status(Txn&)> write_guard_;  // set before concurrent use (setWriteGuard)
   std::mutex listener_mu_;
   std::shared_ptr<const std::function<void()>> listener_;  // GUARDED_BY(listener_mu_)
