@@ -251,8 +251,9 @@ TEST_P(BackupTest, RestoreMigratesAnOlderSchema) {
   ASSERT_TRUE(ids.ok());
   ASSERT_TRUE(store()
                   .execForTest("DROP TABLE task_telemetry; DROP TABLE alert_events; DROP TABLE "
-                               "alerts; DROP TABLE gpu_holds; UPDATE schema_version SET version "
-                               "= 4 WHERE id = 1")
+                               "alerts; DROP TABLE gpu_holds; DROP TABLE store_incarnation; ALTER "
+                               "TABLE jobs DROP COLUMN incarnation; UPDATE schema_version SET "
+                               "version = 4 WHERE id = 1")
                   .isOk());
   const std::string backup = takeBackup();
   auto sum = verifyBackup(backup, tempDir());
