@@ -24,9 +24,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1278,7 +1280,7 @@ class HaPoolTest : public ::testing::Test {
          socket("a") + "," + socket("b"), "--state-dir", dir_.file("state"), "--fake-fixture",
          std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json",
          "--supervisor", std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
-         "--vgpu-dir", dir_.file("vgpu"), "--no-cgroups"},
+         "--vgpu-dir", dir_.file("vgpu"), "--no-cgroups", "--cpus", "64"},
         false);
     ASSERT_GT(agent_.pid, 0);
     ASSERT_TRUE(eventually([&] { return nodeCount("a") == 1; }));
@@ -1305,12 +1307,18 @@ class HaPoolTest : public ::testing::Test {
     if (b_.pid > 0) stop(b_);
   }
   std::string socket(const std::string& name) { return dir_.file(name + ".sock"); }
+  // [ha] lease: 2 s (fast tests), or $GPOOL_HA_LEASE for the long profile.
+  static std::string lease() {
+    const char* env = std::getenv("GPOOL_HA_LEASE");
+    return env != nullptr && *env != '\0' ? env : "2s";
+  }
   Child startController(const std::string& name) {
     std::string config = dir_.file(name + ".toml");
     std::ofstream(config) << "[controller]\nstore = \"" << pg_->conninfo() << "\"\n"
                           << "socket = \"" << socket(name) << "\"\n"
                           << "schedule_interval = \"1s\"\nheartbeat_interval = \"1s\"\n"
-                          << "[ha]\nenabled = true\nlease = \"2s\"\n[log]\nlevel = \"warn\"\n";
+                          << "[ha]\nenabled = true\nlease = \"" << lease() << "\"\n"
+                          << "[log]\nlevel = \"warn\"\n";
     return spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config", config},
                  true);
   }
@@ -1358,15 +1366,22 @@ class HaPoolTest : public ::testing::Test {
     }
     return j["ids"][0].get<int64_t>();
   }
-  // Steady submissions from a thread: job s-N appends "s-N" to the file `runs` when it runs.
+  void addSubmission(const std::string& name, int64_t id) {
+    std::lock_guard lock(mu_);
+    submitted_.push_back({name, id});
+  }
+  // Steady submissions (5 a second at most) from a thread: job s-N appends "s-N" to the file `runs`
+  // when it runs.
   void startSubmitting() {
     stop_submitting_ = false;
     submitter_ = std::thread([this, first = submitted_.size()] {
       for (size_t n = first; !stop_submitting_.load(); ++n) {
         std::string name = "s-" + std::to_string(n);
         int64_t id = gpoolSubmit(name, "echo " + name + " >> " + dir_.file("runs"));
-        std::lock_guard lock(mu_);
-        submitted_.push_back({name, id});
+        addSubmission(name, id);
+        // A steady rate (not synchronisation): about what the agent's 7 free GPUs drain with
+        // one scheduling pass a second, so that the queue does not grow without bound.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     });
   }
@@ -1549,6 +1564,87 @@ TEST_F(HaPoolTest, BothControllersRestartedTogetherLoseNothing) {
   ASSERT_TRUE(eventually([&] {
     auto t = ticks(file);
     return t.size() == 1 && !t[task].empty() && t[task].back() > killed_ns + 1'000'000'000;
+  }));
+  EXPECT_EQ(::kill(task, 0), 0) << "the task stopped";
+}
+
+// The long profile (scripts/ha-takeovers.sh; skipped unless GPOOL_HA_TAKEOVERS is set): the
+// leader SIGKILLed GPOOL_HA_TAKEOVERS times under steady submissions and a running job, each
+// time started again as a standby. Prints p50/max of the time from the SIGKILL to the new
+// leader's `ready` and to the end of a job submitted right after the SIGKILL (the CLI finds the
+// new leader, which places it on the agent once the agent has followed). The same checks as
+// above, once at the end.
+class HaTakeoverProfileTest : public HaPoolTest {
+ protected:
+  void SetUp() override {
+    const char* n = std::getenv("GPOOL_HA_TAKEOVERS");
+    if (n == nullptr || std::atoi(n) <= 0) {
+      GTEST_SKIP() << "the long profile: GPOOL_HA_TAKEOVERS=20 (scripts/ha-takeovers.sh)";
+    }
+    takeovers_ = std::atoi(n);
+    HaPoolTest::SetUp();
+  }
+  int takeovers_ = 0;
+};
+
+TEST_F(HaTakeoverProfileTest, RepeatedTakeoversUnderLoad) {
+  const int takeovers = takeovers_;
+  const std::string file = dir_.file("ticks");
+  const pid_t task = startTicker(file);
+  ASSERT_GT(task, 0);
+  startSubmitting();
+  std::vector<double> ready_ms;
+  std::vector<double> served_ms;
+  std::string leader = "a";
+  int64_t last_kill_ns = 0;
+  for (int i = 0; i < takeovers; ++i) {
+    const std::string next = leader == "a" ? "b" : "a";
+    Child& old_leader = leader == "a" ? a_ : b_;
+    Child& standby = leader == "a" ? b_ : a_;
+    killController(old_leader);
+    last_kill_ns = nowNs();
+    const auto killed = std::chrono::steady_clock::now();
+    auto since = [&] {
+      return static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - killed)
+                                     .count());
+    };
+    // A submission right after the SIGKILL, from another thread: the CLI looks for the leader
+    // while this thread times the standby's `ready`.
+    const std::string probe = "probe-" + std::to_string(i);
+    std::future<int64_t> submitted = std::async(std::launch::async, [&] {
+      return gpoolSubmit(probe, "echo " + probe + " >> " + dir_.file("runs"));
+    });
+    ASSERT_TRUE(readUntil(standby, "ready"));
+    ready_ms.push_back(since());
+    const int64_t id = submitted.get();
+    addSubmission(probe, id);
+    ASSERT_GT(id, 0) << lastRefusal();
+    ASSERT_TRUE(eventually([&] { return state(next, id) == "COMPLETED"; }))
+        << "takeover " << i << ": " << client(next).get("/v1/jobs/" + std::to_string(id))->body
+        << "\n"
+        << client(next).get("/v1/nodes")->body;
+    served_ms.push_back(since());
+    old_leader = startController(leader);
+    ASSERT_TRUE(readUntil(old_leader, "standby"));
+    leader = next;
+  }
+  stopSubmitting();
+  auto summary = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return "p50 " + std::to_string(static_cast<int64_t>(v[(v.size() - 1) / 2])) + " ms, max " +
+           std::to_string(static_cast<int64_t>(v.back())) + " ms";
+  };
+  std::cout << takeovers << " takeovers (lease " << lease() << ", " << acknowledged()
+            << " acknowledged submissions): new leader ready after the SIGKILL: "
+            << summary(ready_ms)
+            << "; a job submitted right after the SIGKILL completed: " << summary(served_ms)
+            << "\n";
+  expectEverySubmissionOnce(leader);
+  EXPECT_EQ(state(leader, tickers_[0]), "RUNNING");
+  ASSERT_TRUE(eventually([&] {
+    auto t = ticks(file);
+    return t.size() == 1 && !t[task].empty() && t[task].back() > last_kill_ns + 1'000'000'000;
   }));
   EXPECT_EQ(::kill(task, 0), 0) << "the task stopped";
 }
