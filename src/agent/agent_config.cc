@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -83,8 +84,15 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
   if (!s.controller.empty() && !s.unix_socket.empty()) {
     a.fail("unix_socket", "give agent.controller (TLS) or agent.unix_socket, not both");
   }
-  if (!s.controller.empty() && !isHostPort(s.controller)) {
-    a.fail("controller", "'" + s.controller + "' is not host:port (e.g. \"ctl01:6443\")");
+  // Several controllers (HA, docs/ha.md): a comma-separated list, each host:port.
+  for (size_t b = 0; !s.controller.empty() && b <= s.controller.size();) {
+    size_t e = std::min(s.controller.find(',', b), s.controller.size());
+    std::string one = s.controller.substr(b, e - b);
+    if (!isHostPort(one)) {
+      a.fail("controller", "'" + one + "' is not host:port (e.g. \"ctl01:6443\" or, for two " +
+                               "controllers, \"ctl01:6443,ctl02:6443\")");
+    }
+    b = e + 1;
   }
   if (!s.ca.empty() && s.controller.empty()) {
     a.fail("ca", "has no effect without agent.controller (host:port)");

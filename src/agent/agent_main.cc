@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
@@ -79,11 +81,13 @@ int main(int argc, char** argv) {
                  "checks it); flags override its keys");
   app.add_option("--node", node_name, "this node's name (or agent.node in --config)");
   app.add_option("--controller,--server", controller,
-                 "the controller's TLS listener, host:port or wss://host:port");
+                 "the controller's TLS listener, host:port or wss://host:port; several "
+                 "controllers (HA): a comma-separated list");
   app.add_option("--join-token", join_token,
                  "join token for this node's first connection (when --token-file holds no "
                  "credential yet); the node credential it is exchanged for goes to --token-file");
-  app.add_option("--unix-socket", unix_socket, "the controller's Unix socket instead");
+  app.add_option("--unix-socket", unix_socket,
+                 "the controller's Unix socket instead (a comma-separated list for several)");
   app.add_option("--ca", ca_file, "PEM file of the CA for the controller's certificate");
   app.add_option("--token-file", token_file, "file holding the node credential or join token");
   app.add_option("--state-dir", state_dir, "the agent's and its tasks' state directory");
@@ -243,16 +247,33 @@ int main(int argc, char** argv) {
   }
 
   net::WebSocketClientOptions ws;
+  // Several controllers (HA): comma-separated; the agent tries them in turn until one leads
+  // (a standby refuses the upgrade with 503) and moves on when that one goes away.
+  auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t b = 0; b <= list.size();) {
+      size_t e = std::min(list.find(',', b), list.size());
+      if (e > b) out.push_back(list.substr(b, e - b));
+      b = e + 1;
+    }
+    return out;
+  };
   if (!unix_socket.empty()) {
-    ws.endpoint = net::ClientEndpoint::unixSocket(unix_socket);
+    std::vector<std::string> sockets = split(unix_socket);
+    for (size_t i = 0; i < sockets.size(); ++i) {
+      (i == 0 ? ws.endpoint : ws.alternates.emplace_back()) =
+          net::ClientEndpoint::unixSocket(sockets[i]);
+    }
   } else {
-    if (controller.rfind("wss://", 0) == 0) controller = controller.substr(6);
-    while (!controller.empty() && controller.back() == '/')
-      controller.pop_back();
-    size_t colon = controller.rfind(':');
-    if (colon == std::string::npos) {
-      std::fprintf(stderr, "gpool-agent: --controller must be host:port\n");
-      return 2;
+    std::vector<std::string> hosts = split(controller);
+    for (std::string& h : hosts) {
+      if (h.rfind("wss://", 0) == 0) h = h.substr(6);
+      while (!h.empty() && h.back() == '/')
+        h.pop_back();
+      if (h.rfind(':') == std::string::npos) {
+        std::fprintf(stderr, "gpool-agent: --controller must be host:port (or a list of them)\n");
+        return 2;
+      }
     }
     std::string token;
     if (auto text = agent::readFile(token_file); text.ok()) {
@@ -269,10 +290,20 @@ int main(int argc, char** argv) {
                    token_file.c_str());
       return 2;
     }
-    ws.endpoint = net::ClientEndpoint::tls(controller.substr(0, colon),
-                                           std::stoi(controller.substr(colon + 1)), ca_file, token);
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      size_t colon = hosts[i].rfind(':');
+      (i == 0 ? ws.endpoint : ws.alternates.emplace_back()) = net::ClientEndpoint::tls(
+          hosts[i].substr(0, colon), std::stoi(hosts[i].substr(colon + 1)), ca_file, token);
+    }
   }
   ws.target = "/v1/agent";
+  if (!ws.alternates.empty()) {
+    // Several controllers: a lost leader is replaced within about a lease (6 s by default,
+    // docs/ha.md), so the agent keeps looking every 2 s at most instead of backing off to 30 s
+    // (20 takeovers under load: a job submitted at the SIGKILL ended after p50 12.0 s / max
+    // 16.0 s with the 30 s cap). A standby's 503 costs it one small answer.
+    ws.max_backoff = std::chrono::milliseconds(2000);
+  }
 
   std::mutex mu;  // serialises every use of `core`
   net::WebSocketClient* client_ptr = nullptr;

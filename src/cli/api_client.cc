@@ -6,12 +6,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include "api/json_reader.h"
@@ -112,14 +114,34 @@ Result<ControllerTarget> controllerTarget(const GlobalOptions& global) {
         "--socket and --server exclude each other: --socket for gpoold on this machine, "
         "--server HOST:PORT for its TLS listener");
   }
+  // Several controllers (HA): comma-separated, the first tried first.
+  auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t b = 0; b <= list.size();) {
+      size_t e = std::min(list.find(',', b), list.size());
+      if (e > b) out.push_back(list.substr(b, e - b));
+      b = e + 1;
+    }
+    return out;
+  };
   const std::string server = effectiveServer(global);
   if (server.empty()) {
-    t.endpoint = net::ClientEndpoint::unixSocket(global.socket);
+    std::vector<std::string> sockets = split(global.socket);
+    if (sockets.empty()) sockets.push_back(global.socket);
+    t.endpoint = net::ClientEndpoint::unixSocket(sockets[0]);
+    for (size_t i = 1; i < sockets.size(); ++i)
+      t.alternates.push_back(net::ClientEndpoint::unixSocket(sockets[i]));
     return t;
   }
-  std::string host;
-  int port = 0;
-  GPOOL_RETURN_IF_ERROR(parseServer(server, &host, &port));
+  std::vector<std::string> servers = split(server);
+  if (servers.empty()) servers.push_back(server);
+  std::vector<std::pair<std::string, int>> hosts;
+  for (const std::string& one : servers) {
+    std::string h;
+    int p = 0;
+    GPOOL_RETURN_IF_ERROR(parseServer(one, &h, &p));
+    hosts.emplace_back(h, p);
+  }
   // An explicit --token-file wins over the environment, the environment over the default file.
   std::string token;
   const char* env = std::getenv("GPOOL_TOKEN");
@@ -143,7 +165,11 @@ Result<ControllerTarget> controllerTarget(const GlobalOptions& global) {
         "with mode 0600): " +
         std::string(kTokenHint));
   }
-  t.endpoint = net::ClientEndpoint::tls(host, port, global.ca_file, token);
+  t.endpoint = net::ClientEndpoint::tls(hosts[0].first, hosts[0].second, global.ca_file, token);
+  for (size_t i = 1; i < hosts.size(); ++i) {
+    t.alternates.push_back(
+        net::ClientEndpoint::tls(hosts[i].first, hosts[i].second, global.ca_file, token));
+  }
   return t;
 }
 
@@ -153,17 +179,58 @@ Status refusedToken(const ControllerTarget& target, std::string_view message) {
                                  std::string(message) + "; " + std::string(kTokenHint));
 }
 
-ApiClient::ApiClient(ControllerTarget target)
-    : target_(std::move(target)), http_(std::make_unique<net::HttpClient>(target_.endpoint)) {}
+ApiClient::ApiClient(ControllerTarget target) : target_(std::move(target)) {
+  controllers_.push_back(target_.endpoint);
+  controllers_.insert(controllers_.end(), target_.alternates.begin(), target_.alternates.end());
+  http_ = std::make_unique<net::HttpClient>(target_.endpoint);
+}
 
 Result<ApiClient> ApiClient::connect(const GlobalOptions& global) {
   GPOOL_ASSIGN_OR_RETURN(ControllerTarget t, controllerTarget(global));
   return ApiClient(std::move(t));
 }
 
+void ApiClient::useController(size_t i) {
+  at_ = i;
+  target_.endpoint = controllers_[i];
+  http_ = std::make_unique<net::HttpClient>(target_.endpoint);
+}
+
+Result<net::Response> ApiClient::requestLeader(net::Method method, const std::string& target,
+                                               const std::string& body) {
+  Result<net::Response> r = http_->request(method, target, body);
+  if (controllers_.size() < 2) return r;
+  const auto deadline = std::chrono::steady_clock::now() + kFindLeaderFor;
+  auto pause = std::chrono::milliseconds(200);
+  for (size_t tried = 1;; ++tried) {
+    // Only answers that say nothing was done: the connection was refused, or the controller
+    // does not lead (a standby names the leader; a deposed leader's write was refused).
+    bool refused = !r.ok() && r.status().code() == StatusCode::kUnavailable &&
+                   r.status().message().rfind("cannot connect to", 0) == 0;
+    std::string leader;
+    bool not_leading = false;
+    if (r.ok() && r->status == 503) {
+      leader = net::namedLeader(r->status, r->header("Gpool-Leader"), r->body);
+      not_leading = !leader.empty() || r->body.find("standby") != std::string::npos ||
+                    r->body.find("not the leader") != std::string::npos;
+    }
+    if (!refused && !not_leading) return r;
+    if (std::chrono::steady_clock::now() >= deadline) return r;
+    size_t next = net::findEndpoint(controllers_, leader);
+    if (next == std::string_view::npos || next == at_) next = (at_ + 1) % controllers_.size();
+    if (tried % controllers_.size() == 0) {
+      // A whole round without a leader: a takeover is under way.
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+    }
+    useController(next);
+    r = http_->request(method, target, body);
+  }
+}
+
 Result<json> ApiClient::call(net::Method method, const std::string& target, std::string body) {
+  Result<net::Response> r = requestLeader(method, target, body);
   const net::ClientEndpoint& ep = target_.endpoint;
-  Result<net::Response> r = http_->request(method, target, std::move(body));
   if (!r.ok()) {
     if (r.status().code() == StatusCode::kUnavailable && ep.isUnix()) {
       return Status::unavailable(

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,6 +38,9 @@ struct GlobalOptions;
 // endpoint; ApiClient and the WebSocket commands (watch, queue --watch) use it.
 struct ControllerTarget {
   net::ClientEndpoint endpoint;
+  // The other controllers of a highly available pool (--socket or --server as a comma-separated
+  // list, docs/ha.md), tried in turn when `endpoint` cannot be reached or is a standby.
+  std::vector<net::ClientEndpoint> alternates;
   // Where the token came from ("$GPOOL_TOKEN" or the file), for messages; empty for the socket.
   std::string token_source;
 };
@@ -65,9 +69,20 @@ Status refusedToken(const ControllerTarget& target, std::string_view message);
 // server's certificate was not accepted); a token the server refuses (401) is Unauthenticated
 // naming where the token came from.
 //
+// With several controllers (a highly available pool, docs/ha.md) a request that one of them
+// certainly did not act on goes to another: a refused connection, or a 503 from a standby
+// (which names the leader: that one is next) or from a deposed leader (its write was refused
+// in the database). When a whole round finds no leader (a takeover under way) it waits, 200 ms
+// doubling up to 2 s, and tries again for up to kFindLeaderFor; then the last answer stands.
+// A connection lost or timed out mid-request is not retried: that controller may have acted.
+//
 // Thread-safety: one thread at a time (it keeps one connection).
 class ApiClient {
  public:
+  // How long a request looks for a leader among several controllers: beyond a takeover (the
+  // lease, 6 s by default, plus a standby's poll and its rebuild; docs/ha.md).
+  static constexpr std::chrono::seconds kFindLeaderFor{20};
+
   explicit ApiClient(ControllerTarget target);
   // The client for what the global options name (see controllerTarget for the errors). Every
   // command that talks to gpoold builds its client here.
@@ -90,8 +105,16 @@ class ApiClient {
   Result<std::string> callerName();
 
  private:
-  ControllerTarget target_;
-  std::unique_ptr<net::HttpClient> http_;  // a pointer so that ApiClient can move
+  // Sends the request; with several controllers (HA), follows the leader (see call()).
+  Result<net::Response> requestLeader(net::Method method, const std::string& target,
+                                      const std::string& body);
+  // Makes controllers_[i] the one requests go to.
+  void useController(size_t i);
+
+  ControllerTarget target_;  // target_.endpoint: the controller requests go to now
+  std::vector<net::ClientEndpoint> controllers_;  // endpoint + alternates, in the list's order
+  size_t at_ = 0;                                 // index of target_.endpoint in controllers_
+  std::unique_ptr<net::HttpClient> http_;         // a pointer so that ApiClient can move
 };
 
 // InvalidArgument when --server is set: `command` needs the controller's machine (its local

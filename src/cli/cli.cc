@@ -34,7 +34,7 @@ int runCli(const std::vector<std::string>& args) {
   global->socket = defaultSocketPath();
   app.add_option("--socket", global->socket,
                  "the controller's Unix socket (default: $GPOOL_SOCKET, else "
-                 "/run/gpool/gpoold.sock)")
+                 "/run/gpool/gpoold.sock); several controllers: a comma-separated list")
       ->type_name("PATH")
       ->each([global](const std::string&) { global->socket_given = true; });
   app.add_flag("--json", global->json, "print JSON (the server's answer) instead of tables");
@@ -42,7 +42,8 @@ int runCli(const std::vector<std::string>& args) {
   if (const char* env = std::getenv("GPOOL_SERVER")) global->server = env;
   if (const char* env = std::getenv("GPOOL_CA")) global->ca_file = env;
   app.add_option("--server", global->server,
-                 "the controller's TLS listener instead of the socket (default: $GPOOL_SERVER)")
+                 "the controller's TLS listener instead of the socket (default: $GPOOL_SERVER); "
+                 "several controllers: a comma-separated list, gpool follows the leader")
       ->type_name("HOST:PORT")
       ->each([global](const std::string&) { global->server_given = true; });
   app.add_option("--ca", global->ca_file,

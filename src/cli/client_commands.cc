@@ -178,6 +178,7 @@ Status watchLoop(const GlobalOptions& global, const std::function<Status()>& dra
   net::WebSocketClientOptions o;
   GPOOL_ASSIGN_OR_RETURN(ControllerTarget target, controllerTarget(global));
   o.endpoint = target.endpoint;
+  o.alternates = target.alternates;
   o.target = "/v1/watch?topics=jobs";
   o.initial_backoff = std::chrono::milliseconds(1000);
   o.max_backoff = std::chrono::milliseconds(10'000);

@@ -68,6 +68,7 @@ Status runWatch(const GlobalOptions& global, const WatchArgs& a) {
   net::WebSocketClientOptions o;
   GPOOL_ASSIGN_OR_RETURN(ControllerTarget controller, controllerTarget(global));
   o.endpoint = controller.endpoint;
+  o.alternates = controller.alternates;
   o.target = target;
   o.on_message = [&](std::string text) {
     json m = json::parse(text, nullptr, false);

@@ -180,6 +180,37 @@ std::string ClientEndpoint::describe() const {
   return host + ":" + std::to_string(port);
 }
 
+std::string namedLeader(int status, const std::optional<std::string>& leader_header,
+                        std::string_view body) {
+  if (status != 503) return "";
+  if (leader_header && !leader_header->empty()) return *leader_header;
+  // The error message of Leadership::notLeading, inside the JSON error body.
+  constexpr std::string_view kMarker = "the leader is at ";
+  size_t at = body.find(kMarker);
+  if (at == std::string_view::npos) return "";
+  at += kMarker.size();
+  size_t end = body.find_first_of("\" \t\r\n", at);
+  return std::string(body.substr(at, end == std::string_view::npos ? end : end - at));
+}
+
+size_t findEndpoint(const std::vector<ClientEndpoint>& endpoints, std::string_view address) {
+  if (address.empty()) return std::string_view::npos;
+  std::string_view host_port = address;
+  if (size_t scheme = host_port.find("://"); scheme != std::string_view::npos) {
+    host_port.remove_prefix(scheme + 3);
+  }
+  while (!host_port.empty() && host_port.back() == '/')
+    host_port.remove_suffix(1);
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const ClientEndpoint& e = endpoints[i];
+    if (e.isUnix() ? e.unix_socket_path == address
+                   : host_port == e.host + ":" + std::to_string(e.port)) {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
 // ---------------------------------------------------------------------------------------------
 // HttpClient
 
@@ -468,6 +499,12 @@ class WebSocketClient::Impl : public std::enable_shared_from_this<WebSocketClien
     if (ec) {
       if (ec == websocket::error::upgrade_declined) {
         int status = static_cast<int>(res.result_int());
+        auto header = res.find("Gpool-Leader");
+        leader_hint_ = namedLeader(status,
+                                   header == res.end()
+                                       ? std::nullopt
+                                       : std::optional<std::string>(std::string(header->value())),
+                                   res.body());
         std::string msg =
             fmt::format("WebSocket upgrade to {}{} refused with HTTP {}: {}",
                         options_.endpoint.describe(), options_.target, status, res.body());
@@ -518,7 +555,13 @@ class WebSocketClient::Impl : public std::enable_shared_from_this<WebSocketClien
   }
 
   asio::awaitable<void> loop() {
-    int attempt = 0;
+    // Failed attempts since the last connection; the backoff grows once per round over all the
+    // addresses (endpoint + alternates), so that a standby's 503 does not slow the way to the
+    // leader.
+    int failures = 0;
+    all_endpoints_.push_back(options_.endpoint);
+    all_endpoints_.insert(all_endpoints_.end(), options_.alternates.begin(),
+                          options_.alternates.end());
     ssl::context* ctx = nullptr;
     if (!options_.endpoint.isUnix()) {
       Status s = makeTlsContext(options_.endpoint, &tls_ctx_);
@@ -530,6 +573,7 @@ class WebSocketClient::Impl : public std::enable_shared_from_this<WebSocketClien
     }
     while (!stopping_) {
       Status why;
+      leader_hint_.clear();
       uint64_t before = connect_count_.load();
       if (options_.endpoint.isUnix()) {
         websocket::stream<UnixStream> ws(ioc_);
@@ -539,17 +583,36 @@ class WebSocketClient::Impl : public std::enable_shared_from_this<WebSocketClien
         why = co_await session(ws);
       }
       cancel_connect_ = nullptr;
-      if (connect_count_.load() != before) attempt = 0;
+      if (connect_count_.load() != before) failures = 0;
       if (stopping_) break;
       if (options_.on_disconnect) options_.on_disconnect(why);
+      if (all_endpoints_.size() > 1) nextEndpoint();
+      int round = failures++ / static_cast<int>(all_endpoints_.size());
       error_code ec;
-      backoff_timer_.expires_after(nextBackoff(attempt++));
+      backoff_timer_.expires_after(nextBackoff(round));
       co_await backoff_timer_.async_wait(awaitEc(ec));
     }
     force_timer_.cancel();
   }
 
+  // Moves to the leader the last refusal named when it is another of the addresses, else to
+  // the next one; keeps the bearer token (it may have been swapped since the start).
+  void nextEndpoint() {
+    size_t next = findEndpoint(all_endpoints_, leader_hint_);
+    if (next == std::string_view::npos || next == endpoint_index_) {
+      next = (endpoint_index_ + 1) % all_endpoints_.size();
+    }
+    endpoint_index_ = next;
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string token = std::move(options_.endpoint.bearer_token);
+    options_.endpoint = all_endpoints_[endpoint_index_];
+    options_.endpoint.bearer_token = std::move(token);
+  }
+
   WebSocketClientOptions options_;
+  std::vector<ClientEndpoint> all_endpoints_;  // I/O thread only (set at the loop's start)
+  size_t endpoint_index_ = 0;                  // I/O thread only
+  std::string leader_hint_;                    // I/O thread only: the last refusal's leader
   SeededRandom random_;
   asio::io_context ioc_;
   asio::steady_timer signal_;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,16 @@ struct ClientEndpoint {
   // "unix:/run/gpool.sock" or "host:port", for messages.
   std::string describe() const;
 };
+
+// The leader a standby of a highly available controller names in its 503 (docs/ha.md): the
+// Gpool-Leader header when there is one, else the address after "the leader is at " in the
+// body (a refused WebSocket upgrade carries only the body). "" when the answer names none.
+std::string namedLeader(int status, const std::optional<std::string>& leader_header,
+                        std::string_view body);
+
+// The index in `endpoints` of the one `address` names: a Unix socket by its path, a TLS
+// endpoint by "host:port" with or without a scheme ("https://ctl-a:8443"). npos when none.
+size_t findEndpoint(const std::vector<ClientEndpoint>& endpoints, std::string_view address);
 
 // A blocking HTTP/1.1 client for the CLI, tests and benchmarks. Keeps one keep-alive
 // connection and reconnects (once per call) when the server closed it in between.
@@ -79,6 +90,13 @@ class HttpClient {
 
 struct WebSocketClientOptions {
   ClientEndpoint endpoint;
+  // Other addresses of the same service (the standbys of a highly available controller, which
+  // refuse the upgrade with 503 until they lead): after a failed attempt or a lost connection
+  // the client tries the address a 503 names as the leader when it is one of these (namedLeader),
+  // else the next one, round robin. The backoff grows once per round of failed attempts over all
+  // the addresses, not per attempt. Of endpoint's kind (all Unix sockets, or all TLS with
+  // endpoint's CA); the bearer token goes to each.
+  std::vector<ClientEndpoint> alternates;
   std::string target = "/";  // e.g. "/v1/agent" or "/v1/events?topics=jobs"
   // Reconnect backoff: initial_backoff doubling up to max_backoff, each delay multiplied by a
   // random factor in [1 - jitter, 1 + jitter] (seeded, so tests are reproducible).

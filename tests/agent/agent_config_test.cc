@@ -101,6 +101,24 @@ TEST(AgentConfigTest, EveryProblemIsReportedWithItsLineAndKey) {
   EXPECT_EQ(readAgentSettings(dir.file("missing.toml")).status().code(), StatusCode::kIoError);
 }
 
+// Several controllers (docs/ha.md): a comma-separated list, each host:port.
+TEST(AgentConfigTest, ControllerTakesAListOfHostPorts) {
+  testing::TempDir dir;
+  std::string good =
+      write(dir, "good.toml", "[agent]\nnode = \"n1\"\ncontroller = \"ctl-a:6443,ctl-b:6443\"\n");
+  Result<AgentSettings> s = readAgentSettings(good);
+  ASSERT_TRUE(s.ok()) << s.status().toString();
+  EXPECT_EQ(s->controller, "ctl-a:6443,ctl-b:6443");
+  std::string bad =
+      write(dir, "bad.toml", "[agent]\nnode = \"n1\"\ncontroller = \"ctl-a:6443,ctl-b\"\n");
+  Result<AgentSettings> refused = readAgentSettings(bad);
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find(bad + ":3: key 'agent.controller': 'ctl-b' is not "
+                                                  "host:port"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 TEST(AgentConfigTest, TheShippedExampleIsValid) {
   Result<AgentSettings> s =
       readAgentSettings(std::string(GPOOL_SOURCE_DIR) + "/deploy/config/gpool-agent.toml");

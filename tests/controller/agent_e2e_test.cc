@@ -20,15 +20,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -39,6 +44,7 @@
 #include "api/job_spec.h"
 #include "controller/raw_http.h"
 #include "net/client.h"
+#include "store/pg_server.h"
 #include "vgpu/shm_region.h"
 
 namespace gpool::controller {
@@ -1248,6 +1254,399 @@ TEST_F(ContainerJobTest, ARestartedAgentReadoptsARunningContainer) {
   EXPECT_EQ(slurp(dir_.file("out")), "after\n");
   EXPECT_EQ(containers(id), "");
   EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
+}
+
+// Issue 25: two gpoold with [ha] on one real PostgreSQL server and a real agent that knows both
+// sockets (a first: the agent must follow the leader when a dies). The CLI's submissions know
+// both too, the standby first (it answers 503 naming the leader, and the CLI goes there).
+class HaPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = ensureUser(kUser);
+    if (!why.empty()) GTEST_SKIP() << why;
+    const passwd* pw = ::getpwnam(kUser);
+    ASSERT_NE(pw, nullptr);
+    uid_ = pw->pw_uid;
+    gid_ = pw->pw_gid;
+    auto pg = store::testing::PgServer::start();
+    ASSERT_TRUE(pg.ok()) << pg.status().toString();
+    pg_ = std::move(pg).value();
+    a_ = startController("a");
+    ASSERT_TRUE(readUntil(a_, "ready"));
+    b_ = startController("b");
+    ASSERT_EQ(readLine(b_.out), "standby");
+    agent_ = spawn(
+        {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", "n1", "--unix-socket",
+         socket("a") + "," + socket("b"), "--state-dir", dir_.file("state"), "--fake-fixture",
+         std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json",
+         "--supervisor", std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
+         "--vgpu-dir", dir_.file("vgpu"), "--no-cgroups", "--cpus", "64"},
+        false);
+    ASSERT_GT(agent_.pid, 0);
+    ASSERT_TRUE(eventually([&] { return nodeCount("a") == 1; }));
+  }
+  void TearDown() override {
+    stopSubmitting();
+    // Whichever controller leads takes the cancel; the other answers 503.
+    for (const std::string name : {"a", "b"}) {
+      Child& c = name == "a" ? a_ : b_;
+      for (int64_t id : tickers_) {
+        if (c.pid > 0) (void)client(name).post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+      }
+    }
+    for (pid_t pid : task_pids_) {
+      if (eventually([&] { return ::kill(pid, 0) != 0; })) continue;
+      ADD_FAILURE() << "task " << pid << " outlived its job";
+      ::kill(-pid, SIGKILL);
+    }
+    clients_.clear();
+    if (agent_.pid > 0) {
+      EXPECT_EQ(stop(agent_), 0);
+    }
+    if (a_.pid > 0) stop(a_);
+    if (b_.pid > 0) stop(b_);
+  }
+  std::string socket(const std::string& name) { return dir_.file(name + ".sock"); }
+  // [ha] lease: 2 s (fast tests), or $GPOOL_HA_LEASE for the long profile.
+  static std::string lease() {
+    const char* env = std::getenv("GPOOL_HA_LEASE");
+    return env != nullptr && *env != '\0' ? env : "2s";
+  }
+  Child startController(const std::string& name) {
+    std::string config = dir_.file(name + ".toml");
+    std::ofstream(config) << "[controller]\nstore = \"" << pg_->conninfo() << "\"\n"
+                          << "socket = \"" << socket(name) << "\"\n"
+                          << "schedule_interval = \"1s\"\nheartbeat_interval = \"1s\"\n"
+                          << "[ha]\nenabled = true\nlease = \"" << lease() << "\"\n"
+                          << "[log]\nlevel = \"warn\"\n";
+    return spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config", config},
+                 true);
+  }
+  bool readUntil(Child& c, const std::string& prefix) {
+    for (std::string line = readLine(c.out); !line.empty(); line = readLine(c.out)) {
+      if (line.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  }
+  void killController(Child& c) {
+    ::kill(c.pid, SIGKILL);
+    ::waitpid(c.pid, nullptr, 0);
+    if (c.out) ::fclose(c.out);
+    c = Child{};
+  }
+  net::HttpClient& client(const std::string& name) {
+    auto& c = clients_[name];
+    if (!c) {
+      c = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(socket(name)),
+                                            std::chrono::seconds(10));
+    }
+    return *c;
+  }
+  size_t nodeCount(const std::string& name) {
+    auto r = client(name).get("/v1/nodes");
+    if (!r.ok() || r->status != 200) return 0;
+    return json::parse(r->body, nullptr, false).value("nodes", json::array()).size();
+  }
+  // `gpool submit` as the test user through both controllers' sockets (the standby's first);
+  // the id when gpool acknowledged it (exit 0 and {"ids": [id]}), else -1.
+  int64_t gpoolSubmit(const std::string& name, const std::string& command) {
+    std::string prefix = dir_.file("submit-" + name);
+    Child c = spawn({std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool", "--socket",
+                     socket("b") + "," + socket("a"), "submit", "--json", "--name", name, "--gpus",
+                     "1", "--", "/bin/sh", "-c", command},
+                    false, uid_, gid_, dir_.path(), prefix);
+    int status = 0;
+    ::waitpid(c.pid, &status, 0);
+    json j = json::parse(slurp(prefix + ".out"), nullptr, false);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !j.is_object() || !j.contains("ids") ||
+        j["ids"].size() != 1) {
+      std::lock_guard lock(mu_);
+      last_refusal_ = slurp(prefix + ".err");
+      return -1;
+    }
+    return j["ids"][0].get<int64_t>();
+  }
+  void addSubmission(const std::string& name, int64_t id) {
+    std::lock_guard lock(mu_);
+    submitted_.push_back({name, id});
+  }
+  // Steady submissions (5 a second at most) from a thread: job s-N appends "s-N" to the file `runs`
+  // when it runs.
+  void startSubmitting() {
+    stop_submitting_ = false;
+    submitter_ = std::thread([this, first = submitted_.size()] {
+      for (size_t n = first; !stop_submitting_.load(); ++n) {
+        std::string name = "s-" + std::to_string(n);
+        int64_t id = gpoolSubmit(name, "echo " + name + " >> " + dir_.file("runs"));
+        addSubmission(name, id);
+        // A steady rate (not synchronisation): about what the agent's 7 free GPUs drain with
+        // one scheduling pass a second, so that the queue does not grow without bound.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    });
+  }
+  void stopSubmitting() {
+    stop_submitting_ = true;
+    if (submitter_.joinable()) submitter_.join();
+  }
+  std::string lastRefusal() {
+    std::lock_guard lock(mu_);
+    return last_refusal_;
+  }
+  size_t acknowledged() {
+    std::lock_guard lock(mu_);
+    return std::count_if(submitted_.begin(), submitted_.end(),
+                         [](const auto& s) { return s.second > 0; });
+  }
+  json jobs(const std::string& name) {
+    auto r = client(name).get("/v1/jobs?limit=1000");
+    if (!r.ok() || r->status != 200) return json::array();
+    return json::parse(r->body, nullptr, false).value("jobs", json::array());
+  }
+  std::string state(const std::string& name, int64_t id) {
+    auto r = client(name).get("/v1/jobs/" + std::to_string(id));
+    if (!r.ok() || r->status != 200) return "";
+    return json::parse(r->body, nullptr, false).value("state", "");
+  }
+  // A job that ticks "<pid> <ns>" into `file` every 50 ms until cancelled; returns its pid.
+  pid_t startTicker(const std::string& file) {
+    int64_t id = gpoolSubmit(
+        "ticker", "while :; do echo \"$$ $(date +%s%N)\" >> " + file + "; sleep 0.05; done");
+    EXPECT_GT(id, 0);
+    if (id <= 0) return -1;
+    tickers_.push_back(id);
+    if (!eventually([&] { return ticks(file).size() == 1; })) return -1;
+    pid_t pid = ticks(file).begin()->first;
+    task_pids_.push_back(pid);
+    return pid;
+  }
+  std::map<pid_t, std::vector<int64_t>> ticks(const std::string& file) {
+    std::map<pid_t, std::vector<int64_t>> out;
+    std::istringstream in(slurp(file));
+    long pid = 0;
+    long long ns = 0;
+    while (in >> pid >> ns)
+      out[static_cast<pid_t>(pid)].push_back(ns);
+    return out;
+  }
+  static int64_t nowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  static std::string nameOf(const json& job) {
+    return job.value("spec", json::object()).value("name", "");
+  }
+  // Every acknowledged submission exists exactly once under its id, no name twice; each
+  // submitted job ran at most once, and each that completed exactly once.
+  void expectEverySubmissionOnce(const std::string& leader) {
+    std::vector<std::pair<std::string, int64_t>> submitted;
+    {
+      std::lock_guard lock(mu_);
+      submitted = submitted_;
+    }
+    std::set<std::string> ours;
+    for (const auto& [name, id] : submitted)
+      ours.insert(name);
+    // Every submitted job that exists ends (they are `echo`).
+    ASSERT_TRUE(eventually([&] {
+      for (const json& j : jobs(leader)) {
+        std::string s = j.value("state", "");
+        if (ours.count(nameOf(j)) && (s == "PENDING" || s == "RUNNING")) return false;
+      }
+      return true;
+    }));
+    std::map<std::string, std::vector<json>> by_name;
+    for (const json& j : jobs(leader))
+      by_name[nameOf(j)].push_back(j);
+    std::map<std::string, int> runs;
+    std::istringstream in(slurp(dir_.file("runs")));
+    for (std::string line; std::getline(in, line);)
+      ++runs[line];
+    size_t lost = 0;
+    for (const auto& [name, id] : submitted) {
+      const std::vector<json>& found = by_name[name];
+      EXPECT_LE(found.size(), 1u) << name << " was stored " << found.size() << " times";
+      EXPECT_LE(runs[name], 1) << name << " ran " << runs[name] << " times";
+      if (id <= 0) continue;  // not acknowledged: may or may not be there
+      if (found.size() != 1) {
+        ADD_FAILURE() << name << " (job " << id << ") acknowledged, found " << found.size();
+        ++lost;
+        continue;
+      }
+      EXPECT_EQ(found[0].value("id", int64_t{0}), id) << name;
+      EXPECT_EQ(found[0].value("state", ""), "COMPLETED") << found[0].dump();
+      EXPECT_EQ(runs[name], 1) << name << " (COMPLETED) ran " << runs[name] << " times";
+    }
+    EXPECT_EQ(lost, 0u) << "acknowledged submissions missing after the takeover";
+  }
+
+  OpenTempDir dir_;
+  std::unique_ptr<store::testing::PgServer> pg_;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  Child a_;
+  Child b_;
+  Child agent_;
+  std::map<std::string, std::unique_ptr<net::HttpClient>> clients_;
+  std::vector<int64_t> tickers_;
+  std::vector<pid_t> task_pids_;
+  std::thread submitter_;
+  std::atomic<bool> stop_submitting_{false};
+  std::mutex mu_;
+  std::vector<std::pair<std::string, int64_t>> submitted_;  // GUARDED_BY(mu_): name, id or -1
+  std::string last_refusal_;                                // GUARDED_BY(mu_): gpool's stderr
+};
+
+// The leader is SIGKILLed while a job runs and submissions go on: b takes over, the agent
+// follows it and reconciles, the running task never stops, every acknowledged submission is
+// there exactly once and no job runs twice; the new leader schedules new work on the agent.
+TEST_F(HaPoolTest, LeaderKilledUnderSubmissionsTheAgentFollowsAndNothingRunsTwice) {
+  const std::string file = dir_.file("ticks");
+  const pid_t task = startTicker(file);
+  ASSERT_GT(task, 0);
+  startSubmitting();
+  ASSERT_TRUE(eventually([&] { return acknowledged() >= 3; }));
+
+  killController(a_);
+  const int64_t killed_ns = nowNs();
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(readUntil(b_, "ready"));
+  const auto took = std::chrono::steady_clock::now() - killed;
+  const size_t before = acknowledged();
+  // Submissions go on through b; the agent reconnects to b, which runs them.
+  ASSERT_TRUE(eventually([&] { return acknowledged() >= before + 3; })) << lastRefusal();
+  std::cout << "takeover (lease 2 s): b ready "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+            << " ms after the SIGKILL\n";
+  stopSubmitting();
+  expectEverySubmissionOnce("b");
+  EXPECT_EQ(state("b", tickers_[0]), "RUNNING");
+  // The first job never stopped and never ran twice: one pid, ticking after the takeover.
+  ASSERT_TRUE(eventually([&] {
+    auto t = ticks(file);
+    return t.size() == 1 && !t[task].empty() && t[task].back() > killed_ns + 1'000'000'000;
+  }));
+  EXPECT_EQ(ticks(file).size(), 1u);
+  EXPECT_EQ(::kill(task, 0), 0) << "the task stopped";
+}
+
+// Both controllers SIGKILLed at once and started again together: one leads, nothing
+// acknowledged is lost, the running task goes on under the agent, which follows the new leader.
+TEST_F(HaPoolTest, BothControllersRestartedTogetherLoseNothing) {
+  const std::string file = dir_.file("ticks");
+  const pid_t task = startTicker(file);
+  ASSERT_GT(task, 0);
+  startSubmitting();
+  ASSERT_TRUE(eventually([&] { return acknowledged() >= 5; }));
+  stopSubmitting();
+  killController(a_);
+  killController(b_);
+  const int64_t killed_ns = nowNs();
+  a_ = startController("a");
+  b_ = startController("b");
+  // Whichever takes the lease (after the old one lapses) becomes ready; the other stands by.
+  std::string leader;
+  ASSERT_TRUE(eventually([&] {
+    for (const std::string name : {"a", "b"}) {
+      auto r = client(name).get("/v1/nodes");
+      if (r.ok() && r->status == 200) leader = name;
+    }
+    return !leader.empty();
+  }));
+  ASSERT_TRUE(eventually([&] { return nodeCount(leader) == 1; }));
+  startSubmitting();  // more work, through whichever leads
+  size_t before = acknowledged();
+  ASSERT_TRUE(eventually([&] { return acknowledged() >= before + 3; })) << lastRefusal();
+  stopSubmitting();
+  expectEverySubmissionOnce(leader);
+  EXPECT_EQ(state(leader, tickers_[0]), "RUNNING");
+  ASSERT_TRUE(eventually([&] {
+    auto t = ticks(file);
+    return t.size() == 1 && !t[task].empty() && t[task].back() > killed_ns + 1'000'000'000;
+  }));
+  EXPECT_EQ(::kill(task, 0), 0) << "the task stopped";
+}
+
+// The long profile (scripts/ha-takeovers.sh; skipped unless GPOOL_HA_TAKEOVERS is set): the
+// leader SIGKILLed GPOOL_HA_TAKEOVERS times under steady submissions and a running job, each
+// time started again as a standby. Prints p50/max of the time from the SIGKILL to the new
+// leader's `ready` and to the end of a job submitted right after the SIGKILL (the CLI finds the
+// new leader, which places it on the agent once the agent has followed). The same checks as
+// above, once at the end.
+class HaTakeoverProfileTest : public HaPoolTest {
+ protected:
+  void SetUp() override {
+    const char* n = std::getenv("GPOOL_HA_TAKEOVERS");
+    if (n == nullptr || std::atoi(n) <= 0) {
+      GTEST_SKIP() << "the long profile: GPOOL_HA_TAKEOVERS=20 (scripts/ha-takeovers.sh)";
+    }
+    takeovers_ = std::atoi(n);
+    HaPoolTest::SetUp();
+  }
+  int takeovers_ = 0;
+};
+
+TEST_F(HaTakeoverProfileTest, RepeatedTakeoversUnderLoad) {
+  const int takeovers = takeovers_;
+  const std::string file = dir_.file("ticks");
+  const pid_t task = startTicker(file);
+  ASSERT_GT(task, 0);
+  startSubmitting();
+  std::vector<double> ready_ms;
+  std::vector<double> served_ms;
+  std::string leader = "a";
+  int64_t last_kill_ns = 0;
+  for (int i = 0; i < takeovers; ++i) {
+    const std::string next = leader == "a" ? "b" : "a";
+    Child& old_leader = leader == "a" ? a_ : b_;
+    Child& standby = leader == "a" ? b_ : a_;
+    killController(old_leader);
+    last_kill_ns = nowNs();
+    const auto killed = std::chrono::steady_clock::now();
+    auto since = [&] {
+      return static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - killed)
+                                     .count());
+    };
+    // A submission right after the SIGKILL, from another thread: the CLI looks for the leader
+    // while this thread times the standby's `ready`.
+    const std::string probe = "probe-" + std::to_string(i);
+    std::future<int64_t> submitted = std::async(std::launch::async, [&] {
+      return gpoolSubmit(probe, "echo " + probe + " >> " + dir_.file("runs"));
+    });
+    ASSERT_TRUE(readUntil(standby, "ready"));
+    ready_ms.push_back(since());
+    const int64_t id = submitted.get();
+    addSubmission(probe, id);
+    ASSERT_GT(id, 0) << lastRefusal();
+    ASSERT_TRUE(eventually([&] { return state(next, id) == "COMPLETED"; }))
+        << "takeover " << i << ": " << client(next).get("/v1/jobs/" + std::to_string(id))->body
+        << "\n"
+        << client(next).get("/v1/nodes")->body;
+    served_ms.push_back(since());
+    old_leader = startController(leader);
+    ASSERT_TRUE(readUntil(old_leader, "standby"));
+    leader = next;
+  }
+  stopSubmitting();
+  auto summary = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return "p50 " + std::to_string(static_cast<int64_t>(v[(v.size() - 1) / 2])) + " ms, max " +
+           std::to_string(static_cast<int64_t>(v.back())) + " ms";
+  };
+  std::cout << takeovers << " takeovers (lease " << lease() << ", " << acknowledged()
+            << " acknowledged submissions): new leader ready after the SIGKILL: "
+            << summary(ready_ms)
+            << "; a job submitted right after the SIGKILL completed: " << summary(served_ms)
+            << "\n";
+  expectEverySubmissionOnce(leader);
+  EXPECT_EQ(state(leader, tickers_[0]), "RUNNING");
+  ASSERT_TRUE(eventually([&] {
+    auto t = ticks(file);
+    return t.size() == 1 && !t[task].empty() && t[task].back() > last_kill_ns + 1'000'000'000;
+  }));
+  EXPECT_EQ(::kill(task, 0), 0) << "the task stopped";
 }
 
 }  // namespace

@@ -242,6 +242,85 @@ TEST_F(WebSocketTest, ClientReconnectsAfterServerRestart) {
   client.stop();
 }
 
+// A router whose WebSocket routes all refuse the upgrade as a highly available controller's
+// standby does (docs/ha.md): 503 naming the leader in the error message.
+Router standbyRouter(const std::string& leader) {
+  Router r;
+  WebSocketHandler h;
+  h.accept = [leader](const Request&) -> Status {
+    return Status::unavailable("this controller is a standby; the leader is at " + leader);
+  };
+  EXPECT_TRUE(r.addWebSocket("/v1/echo", std::move(h)));
+  return r;
+}
+
+TEST(LeaderAddressTest, NamedLeaderAndFindEndpoint) {
+  EXPECT_EQ(namedLeader(503, std::string("https://ctl-b:8443"), ""), "https://ctl-b:8443");
+  EXPECT_EQ(namedLeader(503, std::nullopt,
+                        R"({"error":{"code":"unavailable","message":"this controller is a )"
+                        R"(standby; the leader is at /run/a.sock"}})"),
+            "/run/a.sock");
+  EXPECT_EQ(namedLeader(503, std::nullopt, "no controller leads yet"), "");
+  EXPECT_EQ(namedLeader(500, std::string("x:1"), ""), "");
+  std::vector<ClientEndpoint> eps{ClientEndpoint::tls("ctl-a", 8443, "", ""),
+                                  ClientEndpoint::tls("ctl-b", 8443, "", "")};
+  EXPECT_EQ(findEndpoint(eps, "https://ctl-b:8443/"), 1u);
+  EXPECT_EQ(findEndpoint(eps, "ctl-a:8443"), 0u);
+  EXPECT_EQ(findEndpoint(eps, "ctl-c:8443"), std::string_view::npos);
+  EXPECT_EQ(findEndpoint(eps, ""), std::string_view::npos);
+  std::vector<ClientEndpoint> socks{ClientEndpoint::unixSocket("/run/a.sock"),
+                                    ClientEndpoint::unixSocket("/run/b.sock")};
+  EXPECT_EQ(findEndpoint(socks, "/run/b.sock"), 1u);
+}
+
+// Issue 25: a client that knows several controllers goes from a standby straight to the leader
+// it names (not to the next address of the list, where nothing listens), and after the leader
+// is gone, to whichever controller leads next.
+TEST_F(WebSocketTest, ClientFollowsTheLeaderAStandbyNames) {
+  const std::string standby_path = dir_.file("standby.sock");
+  const std::string absent_path = dir_.file("absent.sock");  // nothing listens there
+  const std::string leader_path = dir_.file("leader.sock");
+  ServerOptions standby_options = options_;
+  standby_options.unix_socket_path = standby_path;
+  ServerOptions leader_options = options_;
+  leader_options.unix_socket_path = leader_path;
+  auto standby = std::make_unique<Server>(standby_options, standbyRouter(leader_path));
+  ASSERT_TRUE(standby->start());
+  auto leader = std::make_unique<Server>(leader_options, echoRouter());
+  ASSERT_TRUE(leader->start());
+
+  ClientLog log;
+  WebSocketClientOptions o = log.options(ClientEndpoint::unixSocket(standby_path), "/v1/echo");
+  o.alternates = {ClientEndpoint::unixSocket(absent_path), ClientEndpoint::unixSocket(leader_path)};
+  WebSocketClient client(o);
+  client.start();
+  ASSERT_TRUE(log.waitConnects(1));
+  std::vector<Status> refusals;
+  log.waiter.waitFor([&] {  // a copy under the waiter's lock
+    refusals = log.disconnects;
+    return true;
+  });
+  // One refusal (the standby's), none from the address in between.
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(refusals[0].code(), StatusCode::kUnavailable);
+  EXPECT_NE(refusals[0].message().find("HTTP 503"), std::string::npos) << refusals[0].toString();
+  ASSERT_TRUE(client.send("one"));
+  ASSERT_TRUE(log.waitMessages(1));
+
+  // The leader dies; the standby takes over (a new server on its address).
+  leader->stop();
+  leader.reset();
+  ASSERT_TRUE(log.waiter.waitFor([&] { return log.disconnects.size() >= 2; }));
+  standby->stop();
+  standby = std::make_unique<Server>(standby_options, echoRouter());
+  ASSERT_TRUE(standby->start());
+  ASSERT_TRUE(log.waitConnects(2));
+  ASSERT_TRUE(client.send("two"));
+  ASSERT_TRUE(log.waitMessages(2));
+  EXPECT_EQ(log.messages[1].rfind("echo:two:", 0), 0u);
+  client.stop();
+}
+
 TEST_F(WebSocketTest, TlsWithTokenAndRevocation) {
   testing::TestCerts certs;
   ASSERT_TRUE(testing::makeTestCerts(dir_.path(), &certs));
