@@ -293,11 +293,16 @@ Status ShellServer::startContainerExec(int conn, const json& reply, const json& 
     if (exec == 0) {
       for (int i = 0; i < 3; ++i)
         ::dup2(fds[i], i);
+      ::close_range(3, ~0U, 0);  // nothing of the agent's (its link to gpoold, its sockets)
       ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
+    // The waiter keeps only the connection: an agent that ends or restarts while the session
+    // runs must not leave its link to gpoold or its sockets open in here.
     for (int f : fds)
       ::close(f);
+    if (conn > 3) ::close_range(3, static_cast<unsigned>(conn) - 1, 0);
+    ::close_range(static_cast<unsigned>(conn) + 1, ~0U, 0);
     if (!writeAll(conn, accepted) || exec < 0) ::_exit(1);
     int ws = 0;
     while (::waitpid(exec, &ws, 0) < 0 && errno == EINTR) {
