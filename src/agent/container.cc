@@ -192,7 +192,17 @@ Result<std::vector<std::string>> podmanRunCommand(const TaskLaunch& launch, cons
              {"--volume", launch.slice->interposer + ":" + launch.slice->interposer + ":ro",
               "--volume", preload + ":/etc/ld.so.preload:ro"});
     if (!launch.slice->shm_path.empty()) {
-      a.insert(a.end(), {"--volume", launch.slice->shm_path + ":" + launch.slice->shm_path});
+      // The region is two files, <shm_path>.limits and <shm_path>.usage, in a directory of its
+      // own that only the task's user may enter (docs/vgpu-shm.md): the directory is mounted at
+      // its host path, keeping its owner, mode and ACL, so the same user reaches it inside and
+      // nobody else does.
+      const size_t slash = launch.slice->shm_path.rfind('/');
+      if (slash == std::string::npos || slash == 0) {
+        return Status::invalidArgument("slice region '" + launch.slice->shm_path +
+                                       "' is not in a directory of its own");
+      }
+      const std::string region_dir = launch.slice->shm_path.substr(0, slash);
+      a.insert(a.end(), {"--volume", region_dir + ":" + region_dir});
     }
   }
   if (!spec.image.empty() && spec.image.front() == '/') {

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -27,6 +28,13 @@ namespace gpool::agent {
 // "uid", "gid", "groups", "home", "shell"}}` or `{"ok": false, "code": "<status code name>",
 // "message": "..."}`.
 //
+// A container task (docs/containers.md) is entered instead with `{"task": ..., "exec": [argv],
+// "tty": bool}` sent together with the client's stdin, stdout and stderr (SCM_RIGHTS): the
+// agent runs `podman exec` as the task's user in the task's container on those descriptors
+// (a process of its own, so the server is not held), answers `{"ok": true, "container":
+// "<name>"}` at once and `{"exit_code": N}` when the command ends. Only the task's owner or
+// root, as for a bare task.
+//
 // Thread-safety: start/stop from one thread; connections are served one at a time on the
 // server's own thread (each is a few file reads and a cgroup write).
 class ShellServer {
@@ -47,6 +55,10 @@ class ShellServer {
 
  private:
   void serve();
+  // Starts `podman exec` of `command` in the container `reply` names, on `fds` (stdin, stdout,
+  // stderr), in a detached process that writes the answers to `conn`.
+  Status startContainerExec(int conn, const nlohmann::json& reply, const nlohmann::json& command,
+                            bool tty, const std::vector<int>& fds);
 
   Launcher& launcher_;
   std::string path_;
@@ -61,5 +73,12 @@ class ShellServer {
 // running); Unavailable when nothing listens at `socket_path`.
 Result<nlohmann::json> requestShellAdoption(const std::string& socket_path,
                                             const std::string& task);
+
+// The client side for a container task: runs `command` in `task`'s container through the agent
+// at `socket_path`, on this process's stdin, stdout and stderr (`tty`: with a terminal), and
+// returns the command's exit code once it ends. Errors as requestShellAdoption's, and
+// FailedPrecondition when the task is not in a container.
+Result<int> requestContainerExec(const std::string& socket_path, const std::string& task,
+                                 const std::vector<std::string>& command, bool tty);
 
 }  // namespace gpool::agent

@@ -476,6 +476,30 @@ Status runShell(const GlobalOptions& global, const std::string& job_text, uint32
   const api::Allocation alloc = *allocationOf(job, task);
   const std::string task_name = std::to_string(id) + "." + std::to_string(task);
   bool announce = command.empty() && ::isatty(STDIN_FILENO);
+  if (!job.spec.image.empty()) {
+    // A container job: the command (default: the image's /bin/sh, the user's login shell may
+    // not be in the image) runs inside its container through podman exec, which the agent
+    // starts on this process's terminal; this process stays outside the job and waits.
+    const std::vector<std::string> argv =
+        command.empty() ? std::vector<std::string>{"/bin/sh"} : command;
+    if (announce) {
+      std::fprintf(stderr,
+                   "gpool: entering the container of job %s on %s; exit the shell to "
+                   "leave\n",
+                   job_text.c_str(), alloc.node.c_str());
+    }
+    Result<int> code = agent::requestContainerExec(alloc.shell_socket, task_name, argv,
+                                                   ::isatty(STDIN_FILENO) != 0);
+    if (!code.ok()) {
+      const Status& s = code.status();
+      if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kNotFound) {
+        return elsewhere(job, alloc, s);
+      }
+      return s;
+    }
+    *exit_code = *code;
+    return Status::ok();
+  }
   if (!fork_and_wait) {
     Status s = enterAndExec(alloc.shell_socket, task_name, command, announce, job_text, alloc.node);
     if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kNotFound) {
@@ -622,11 +646,14 @@ void registerInteractiveCommands(CLI::App& app, std::shared_ptr<GlobalOptions> g
       "Usage: gpool shell JOB [-- CMD [ARGS...]]\n"
       "Only the job's owner (or root) may enter it, on the server it runs on; for a job on "
       "another server, `ssh SERVER` (gpool-adopt puts the login into the job).");
-  shell->callback(reporting([global, shell_job, shell_task, shell_command] {
+  shell->callback([global, shell_job, shell_task, shell_command] {
+    // A bare job's shell replaces this process; a container job's command runs elsewhere
+    // (podman exec) and its exit code is this process's.
     int code = 0;
-    Status s = runShell(*global, *shell_job, *shell_task, *shell_command, false, &code);
-    return s;
-  }));
+    reporting(
+        [&] { return runShell(*global, *shell_job, *shell_task, *shell_command, false, &code); })();
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
 }
 
 }  // namespace gpool::cli

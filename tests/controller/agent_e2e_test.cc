@@ -37,6 +37,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -290,8 +291,36 @@ class AgentEndToEndTest : public ::testing::Test {
     return state;
   }
 
+  // `gpool --socket S args...` as `uid`:`gid` (root: 0), in the test's directory; waits for it.
+  struct Output {
+    int rc = -1;
+    std::string out;
+    std::string err;
+  };
+  Output gpoolAs(uid_t uid, gid_t gid, const std::vector<std::string>& args) {
+    std::vector<std::string> argv{std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool", "--socket",
+                                  socket_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string prefix = dir_.file("gpool-" + std::to_string(++runs_));
+    Child child = spawn(argv, false, uid, gid, dir_.path(), prefix);
+    Output o;
+    int status = 0;
+    if (child.pid > 0 && !eventually([&] { return ::waitpid(child.pid, &status, WNOHANG) > 0; })) {
+      ::kill(child.pid, SIGKILL);
+      ::waitpid(child.pid, &status, 0);
+      return o;
+    }
+    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    o.out = slurp(prefix + ".out");
+    o.err = slurp(prefix + ".err");
+    return o;
+  }
+  // The same as the test user.
+  Output gpoolAsUser(const std::vector<std::string>& args) { return gpoolAs(uid_, gid_, args); }
+
   OpenTempDir dir_;
   std::string socket_ = dir_.file("gpoold.sock");
+  int runs_ = 0;
   uid_t uid_ = 0;
   gid_t gid_ = 0;
   Child gpoold_;
@@ -343,33 +372,6 @@ TEST_F(AgentEndToEndTest, ACancelledJobEndsCancelledAndItsProcessIsGone) {
 class AgentEndToEndAsServiceUserTest : public AgentEndToEndTest {
  protected:
   bool gpooldAsServiceUser() const override { return true; }
-
-  // `gpool --socket S args...` as the test user, in the test's directory; waits for it.
-  struct Output {
-    int rc = -1;
-    std::string out;
-    std::string err;
-  };
-  Output gpoolAsUser(const std::vector<std::string>& args) {
-    std::vector<std::string> argv{std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool", "--socket",
-                                  socket_};
-    argv.insert(argv.end(), args.begin(), args.end());
-    const std::string prefix = dir_.file("gpool-" + std::to_string(++runs_));
-    Child child = spawn(argv, false, uid_, gid_, dir_.path(), prefix);
-    Output o;
-    int status = 0;
-    if (child.pid > 0 && !eventually([&] { return ::waitpid(child.pid, &status, WNOHANG) > 0; })) {
-      ::kill(child.pid, SIGKILL);
-      ::waitpid(child.pid, &status, 0);
-      return o;
-    }
-    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    o.out = slurp(prefix + ".out");
-    o.err = slurp(prefix + ".err");
-    return o;
-  }
-
-  int runs_ = 0;
 };
 
 TEST_F(AgentEndToEndAsServiceUserTest, LogsTheControllerCannotOpenComeThroughTheAgent) {
@@ -1098,7 +1100,11 @@ class ContainerJobTest : public AgentEndToEndTest {
                        dir_.file("state/tasks/" + std::to_string(id) + ".0"));
   }
 
-  std::string cgroup_parent_ = "gpool-ctr-" + std::to_string(::getpid());
+  // One per test: a container another test left behind while its Podman removed it must not
+  // hold the groups of this test's tasks (the same job ids).
+  static inline int tests_ = 0;
+  std::string cgroup_parent_ =
+      "gpool-ctr-" + std::to_string(::getpid()) + "-" + std::to_string(++tests_);
 };
 
 TEST_F(ContainerJobTest, RunsInItsImageAsItsUserWithItsEnvironmentAndOnlyItsGpu) {
@@ -1236,6 +1242,222 @@ TEST_F(ContainerJobTest, AGroupsProjectDirectoryIsMadeSharedAndMounted) {
     EXPECT_EQ(st.st_gid, gid) << file;  // setgid: the group's, not the user's own
   }
   EXPECT_EQ(slurp(project + "/ctr"), "c\n");
+}
+
+// `gpool shell` into a container job (issue 23): the command runs inside the job's container
+// (podman exec) as the job's user, in its working directory and groups; only its owner or root
+// enters it, and the agent itself refuses anyone else (not only the client).
+TEST_F(ContainerJobTest, ShellEntersTheJobsContainerOnlyForItsOwner) {
+  const char* kOther = "gpool-test-bob";
+  std::string why = ensureUser(kOther);
+  if (!why.empty()) GTEST_SKIP() << why;
+  const passwd* other = ::getpwnam(kOther);
+  ASSERT_NE(other, nullptr);
+  const uid_t other_uid = other->pw_uid;
+  const gid_t other_gid = other->pw_gid;
+  int64_t id = submitSpecAsUser(containerSpec("echo up > up; exec sleep 1000"));
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(eventually([&] { return slurp(dir_.file("up")) == "up\n"; })) << job(id).dump();
+  const std::string ref = std::to_string(id);
+
+  Output o = gpoolAsUser({"shell", ref, "--", "sh", "-c",
+                          "cat /etc/gpool-image; id -u; echo $GPOOL_JOB_ID; pwd; "
+                          "grep memory /proc/self/cgroup; exit 7"});
+  EXPECT_EQ(o.rc, 7) << o.err;
+  std::istringstream lines(o.out);
+  std::vector<std::string> l;
+  for (std::string line; std::getline(lines, line);)
+    l.push_back(line);
+  ASSERT_EQ(l.size(), 5u) << o.out << o.err;
+  EXPECT_EQ(l[0], "gpool-test-image");  // the image's file system, not the host's
+  EXPECT_EQ(l[1], std::to_string(uid_));
+  EXPECT_EQ(l[2], ref);
+  EXPECT_EQ(l[3], dir_.path());
+  EXPECT_NE(l[4].find(":/" + cgroup_parent_ + "/" + ref + ".0/"), std::string::npos) << l[4];
+
+  // Root enters as the job's user; another user is refused by the CLI and by the agent.
+  Output root = gpoolAs(0, 0, {"shell", ref, "--", "id", "-u"});
+  EXPECT_EQ(root.rc, 0) << root.err;
+  EXPECT_EQ(root.out, std::to_string(uid_) + "\n");
+  Output bob = gpoolAs(other_uid, other_gid, {"shell", ref, "--", "true"});
+  EXPECT_EQ(bob.rc, 4) << bob.err;
+  const std::string exec = "{\"task\": \"" + ref + ".0\", \"exec\": [\"id\"]}\n";
+  std::string refused =
+      testing::rawRequestAs(other_uid, other_gid, dir_.file("state/shell.sock"), exec);
+  EXPECT_NE(refused.find("only its owner or root may enter it"), std::string::npos) << refused;
+
+  auto r = http_->post("/v1/jobs/" + ref + "/cancel", "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(waitEnd(id), "CANCELLED") << job(id).dump();
+  EXPECT_TRUE(eventually([&] { return containers(id).empty(); })) << containers(id);
+}
+
+// A container job preempted for a more important one (issue 23): its container gets SIGTERM
+// through Podman and ends within the grace period, nothing of it is left, and the requeued
+// attempt runs in a new container once the node is free again.
+class ContainerPreemptionTest : public ContainerJobTest {
+ protected:
+  std::string extraSections() const override {
+    return "[scheduler]\npreempt_min_run_time = \"1s\"\npreempt_delay = \"1s\"\n";
+  }
+};
+
+TEST_F(ContainerPreemptionTest, APreemptedContainerStopsWithinGraceAndItsRequeueRunsAnew) {
+  // A 20 s grace for the victim's level, set on the level: one stored without grace_time gets
+  // 0 s today rather than [scheduler] preempt_grace (sched::QosLevel::grace_s is engaged at 0).
+  for (const auto& [name, priority, preemptible] :
+       {std::tuple{"low", 10, true}, std::tuple{"high", 100, false}}) {
+    auto put = http_->request(net::Method::kPut, std::string("/v1/qos/") + name,
+                              json{{"name", name},
+                                   {"priority", priority},
+                                   {"preemptible", preemptible},
+                                   {"grace_time", "20s"}}
+                                  .dump());
+    ASSERT_TRUE(put.ok());
+    ASSERT_LT(put->status, 300) << put->body;
+  }
+  // The victim takes the node's eight GPUs, says when it starts and when it got SIGTERM.
+  api::JobSpec victim = containerSpec(
+      "trap 'echo term >> terms; exit 0' TERM; echo $$ >> starts; "
+      "while :; do sleep 0.05; done");
+  victim.resources.gpus_milli = 8000;
+  victim.qos = "low";
+  victim.preemptible = true;
+  int64_t id = submitSpecAsUser(victim);
+  ASSERT_GT(id, 0);
+  auto starts = [&] {
+    std::vector<pid_t> pids;
+    std::istringstream in(slurp(dir_.file("starts")));
+    for (long pid = 0; in >> pid;)
+      pids.push_back(static_cast<pid_t>(pid));
+    return pids;
+  };
+  // Container ids (any state) of the victim's task.
+  auto ids = [&] {
+    return shellOutput("podman ps -a --format '{{.ID}}' --filter label=gpool.task_dir=" +
+                       dir_.file("state/tasks/" + std::to_string(id) + ".0"));
+  };
+  ASSERT_TRUE(eventually([&] { return starts().size() == 1; })) << job(id).dump();
+  const pid_t first = starts()[0];
+  const std::string first_id = ids();
+  ASSERT_FALSE(first_id.empty());
+
+  api::JobSpec preemptor;
+  preemptor.name = "high";
+  preemptor.command = {"/bin/sh", "-c", "echo ran > preemptor"};
+  preemptor.working_dir = dir_.path();
+  preemptor.resources.gpus_milli = 8000;
+  preemptor.qos = "high";
+  int64_t high = submitSpecAsUser(preemptor);
+  ASSERT_GT(high, 0);
+  ASSERT_EQ(waitEnd(high), "COMPLETED") << job(high).dump() << job(id).dump();
+  // The victim ended on SIGTERM (its trap ran, long before the 20 s grace), before the
+  // preemptor ran; its container is gone.
+  EXPECT_EQ(slurp(dir_.file("terms")), "term\n");
+  EXPECT_NE(::kill(first, 0), 0) << first;
+  EXPECT_EQ(slurp(dir_.file("preemptor")), "ran\n");
+  // Requeued, it runs again in a new container.
+  ASSERT_TRUE(eventually([&] { return starts().size() == 2; })) << job(id).dump();
+  json j = job(id);
+  EXPECT_EQ(j.value("state", ""), "RUNNING") << j.dump();
+  EXPECT_EQ(j.value("requeue_count", 0), 1) << j.dump();
+  const std::string second_id = ids();
+  EXPECT_FALSE(second_id.empty());
+  EXPECT_NE(second_id, first_id);
+  EXPECT_EQ(std::count(second_id.begin(), second_id.end(), '\n'), 1) << second_id;
+
+  auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+  ASSERT_TRUE(cancel.ok());
+  EXPECT_EQ(waitEnd(id), "CANCELLED") << job(id).dump();
+  EXPECT_TRUE(eventually([&] { return containers(id).empty(); })) << containers(id);
+  EXPECT_TRUE(eventually([&] { return leftGroups(id).empty(); }));
+}
+
+// A slice inside a container (issue 23): the interposer is mounted read-only and named in the
+// container's /etc/ld.so.preload, and the slice's region directory (reachable by the task's user
+// only) is mounted, so the quota holds inside the container even for a program run with
+// `env -u LD_PRELOAD`. The image is a root filesystem directory the test builds: busybox, the
+// test's CUDA client and the host libraries it and the interposer need, and the fake libcuda
+// and NVML (a simulated 16 GiB GPU whose state file is in the mounted working directory).
+class SliceContainerTest : public ContainerJobTest {
+ protected:
+  static std::string interposer() {
+    return std::string(GPOOL_BINARY_DIR) + "/src/vgpu/libgpool-vgpu.so";
+  }
+  std::vector<std::string> agentFlags() const override {
+    std::vector<std::string> flags = ContainerJobTest::agentFlags();
+    flags.insert(flags.end(), {"--interposer", interposer()});
+    return flags;
+  }
+  void SetUp() override {
+    if (::access(interposer().c_str(), R_OK) != 0) {
+      GTEST_SKIP() << "no interposer built (no CUDA headers): " << interposer();
+    }
+    ContainerJobTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    const std::string bin = std::string(GPOOL_BINARY_DIR);
+    const std::string client = bin + "/tests/vgpu/vgpu_client";
+    const std::string fakes = bin + "/tests/fakes/lib";
+    const std::string busybox =
+        ::access("/bin/busybox", X_OK) == 0 ? "/bin/busybox" : "/usr/bin/busybox";
+    // Every library the client and the interposer load, at its host path.
+    std::string libs = shellOutput("ldd " + client + " " + interposer() + " " + fakes + "/*");
+    ASSERT_FALSE(libs.empty()) << "ldd failed";
+    std::string script = "set -e; r=" + rootfs_ + "; mkdir -p $r/bin $r/etc $r/tmp $r/fakes; cp " +
+                         busybox + " $r/bin/busybox; for a in sh env cat echo mv; do ln -s " +
+                         "busybox $r/bin/$a; done; cp " + client + " $r/bin/vgpu_client; cp " +
+                         fakes + "/* $r/fakes/; chmod 1777 $r/tmp";
+    std::istringstream words(libs);
+    for (std::string w; words >> w;) {
+      if (w.rfind("/lib", 0) == 0 || w.rfind("/usr/lib", 0) == 0) {
+        script += "; mkdir -p $r$(dirname " + w + "); cp -L " + w + " $r" + w;
+      }
+    }
+    ASSERT_EQ(std::system(("/bin/sh -c '" + script + "'").c_str()), 0) << script;
+    ASSERT_EQ(::mkdir(work_.c_str(), 0777), 0);
+    ASSERT_EQ(::chmod(work_.c_str(), 0777), 0);
+  }
+  std::string rootfs_ = dir_.file("rootfs");
+  // The job's working directory: not the test's, which holds the agent's vgpu directory (the
+  // region must reach the container through its own mount, not through the working one).
+  std::string work_ = dir_.file("work");
+};
+
+TEST_F(SliceContainerTest, TheQuotaHoldsInsideTheContainerEvenWithoutLdPreload) {
+  // A quarter of a GPU with 1 GiB: the task looks at its region, then fills the GPU 256 MiB at
+  // a time until refused, once as is and once with LD_PRELOAD unset.
+  const std::string w = work_ + "/";
+  api::JobSpec spec = containerSpec(
+      "cat /etc/ld.so.preload > " + w + "preload; vgpu_client - tamper \"$GPOOL_VGPU_REGIONS\" > " +
+      w + "tamper; vgpu_client direct fill 256 1 > " + w + "fill; env -u LD_PRELOAD " +
+      "vgpu_client direct fill 256 1 > " + w + "fill-unset");
+  spec.image = rootfs_;
+  spec.working_dir = work_;
+  spec.resources.gpus_milli = 250;
+  spec.resources.gpu_memory_mib = 1024;
+  spec.env = {{"LD_LIBRARY_PATH", "/fakes"},
+              {"GPOOL_FAKE_GPU_STATE", w + "fake-gpu-state"},
+              {"GPOOL_FAKE_GPU_MEMORY_MIB", "16384"}};
+  int64_t id = submitSpecAsUser(spec);
+  ASSERT_GT(id, 0);
+  ASSERT_EQ(waitEnd(id), "COMPLETED") << job(id).dump();
+  const json j = job(id);
+  const std::string err = slurp(j["allocations"][0].value("stderr_log", ""));
+  EXPECT_EQ(slurp(w + "preload"), interposer() + "\n");
+  // The region is reachable inside (its user's), its limits are not writable.
+  const std::string tamper = slurp(w + "tamper");
+  for (const char* line : {"read_limits ok\n", "write_limits EACCES\n", "read_usage ok\n",
+                           "quota_bytes 1073741824\n"}) {
+    EXPECT_NE(tamper.find(line), std::string::npos) << "missing '" << line << "' in\n"
+                                                    << tamper << err;
+  }
+  // Four 256 MiB allocations, the fifth refused: with and without LD_PRELOAD (of 16 GiB).
+  EXPECT_NE(slurp(w + "fill").find("allocated 4\nerrors 0\n"), std::string::npos)
+      << slurp(w + "fill") << err;
+  EXPECT_NE(slurp(w + "fill-unset").find("allocated 4\nerrors 0\n"), std::string::npos)
+      << slurp(w + "fill-unset") << err;
+  EXPECT_EQ(containers(id), "");
+  EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
 }
 
 TEST_F(ContainerJobTest, ARestartedAgentReadoptsARunningContainer) {
