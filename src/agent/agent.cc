@@ -354,8 +354,14 @@ json Agent::helloMessage() {
   hello.node.os = std::string(u.sysname) + " " + u.release;
   hello.node.cgroup = layout.ok() ? std::string(cgroupModeName(layout->mode)) : "unknown";
   hello.gpus = inventoryMessage(inventory_);
-  for (const auto& [name, t] : tasks_)
+  const Micros sent = clock_.monotonic();
+  for (auto& [name, t] : tasks_) {
     hello.tasks.push_back(taskReport(t));
+    // The hello carries every report again; each is owed its ack on this connection.
+    t.reported = t.info.status.state;
+    t.awaiting_ack = t.has_assignment;
+    t.sent_at = sent;
+  }
   hello.last_node_epoch = node_epoch_;
   return protocol::encodeMessage(hello, ++seq_out_, 0);
 }
@@ -396,6 +402,8 @@ void Agent::handle(const json& msg) {
     s = dispatch<protocol::Cancel>(env->body, [&](auto m) { return onCancel(m, seq); });
   } else if (type == protocol::Lease::kType) {
     s = dispatch<protocol::Lease>(env->body, [&](auto m) { return onLease(m); });
+  } else if (type == protocol::TaskAck::kType) {
+    s = dispatch<protocol::TaskAck>(env->body, [&](auto m) { return onTaskAck(m); });
   } else if (type == protocol::ReadLog::kType) {
     s = dispatch<protocol::ReadLog>(env->body, [&](auto m) { return onReadLog(m); });
   } else if (type == protocol::Error::kType) {
@@ -523,6 +531,27 @@ Status Agent::onCancel(const protocol::Cancel& m, int64_t seq) {
   stopTask(t, m.reason == "cancelled" ? StopReason::kCancel : StopReason::kPreempt, m.reason,
            grace);
   return Status::ok();
+}
+
+Status Agent::onTaskAck(const protocol::TaskAck& m) {
+  auto it = tasks_.find(protocol::taskName(m.assignment));
+  // An ack of an attempt replaced since, or of a state reported before the latest, settles
+  // nothing: the latest report is still owed its own.
+  if (it == tasks_.end() || !it->second.has_assignment) return Status::ok();
+  Tracked& t = it->second;
+  if (t.assignment != m.assignment || m.state != phaseOf(t.reported)) return Status::ok();
+  t.awaiting_ack = false;
+  if (m.state == protocol::TaskPhase::kExited) t.end_acked = true;
+  return Status::ok();
+}
+
+void Agent::resendUnacked() {
+  const Micros mono = clock_.monotonic();
+  for (auto& [name, t] : tasks_) {
+    if (!t.has_assignment || !t.awaiting_ack || t.reported != t.info.status.state) continue;
+    if (mono - t.sent_at < options_.heartbeat_interval) continue;
+    reportTask(t);
+  }
 }
 
 Status Agent::onReadLog(const protocol::ReadLog& m) {
@@ -761,6 +790,8 @@ void Agent::reportTask(Tracked& t) {
   send(update);
   t.reported = t.info.status.state;
   t.reported_once = true;
+  t.awaiting_ack = true;
+  t.sent_at = clock_.monotonic();
   if (isTerminal(t.info.status.state)) {
     for (const std::string& path : t.regions)
       removeRegion(path);
@@ -994,6 +1025,7 @@ void Agent::tick() {
   TimePoint now = clock_.now();
   Micros mono = clock_.monotonic();
   refreshTasks();
+  resendUnacked();
   fenceTasks();
   removeRetiredTasks();
   writeJobMapping();

@@ -74,6 +74,10 @@ struct AgentOptions {
 // a second, and sends what `takeOutbox` returns, in order. After every (re)connect the
 // transport sends `helloMessage()` first.
 //
+// Task reports are delivered at least once: each is sent again every heartbeat interval until
+// the controller acknowledges it (`task_ack`, after its commit), so an end reported while the
+// controller's store could not write is recorded once it can.
+//
 // Reconciliation is level-triggered: a `desired_state` lists every task that should run here;
 // tasks missing here are started, tasks not listed (or listed under a newer lease epoch) are
 // stopped, the rest are kept and their state re-reported. The launcher's state directory is
@@ -122,6 +126,12 @@ class Agent {
     bool requeueable = false;
     TaskState reported = TaskState::kStarting;  // the last state sent upstream
     bool reported_once = false;
+    // The last report is not acknowledged yet (`task_ack`): it is sent again every heartbeat
+    // interval from `sent_at` (monotonic) until it is, on this connection or the next.
+    bool awaiting_ack = false;
+    Micros sent_at{0};
+    // The controller acknowledged the task's end: it is committed to its store.
+    bool end_acked = false;
     std::optional<StopReason> stopping;
     std::string stop_reason;  // "cancelled", "preempted", "timeout", "fenced"
     TaskInfo info;
@@ -151,6 +161,9 @@ class Agent {
   Status onAssign(protocol::Assign m, int64_t seq);
   Status onCancel(const protocol::Cancel& m, int64_t seq);
   Status onLease(const protocol::Lease& m);
+  Status onTaskAck(const protocol::TaskAck& m);
+  // Sends again every report not acknowledged within a heartbeat interval.
+  void resendUnacked();
   // `read_log`: answers `log_data` with a piece of one of this node's task logs.
   Status onReadLog(const protocol::ReadLog& m);
   // Checks and records the node epoch of a message; FailedPrecondition for an older one.

@@ -379,6 +379,48 @@ TEST_F(AgentTest, ATaskOfAnotherStoreIncarnationIsAnotherJob) {
       << answers[0].dump();
 }
 
+// Issue 19 defect 4: a task's end is sent again every heartbeat interval until gpoold
+// acknowledges it (after its commit); an ack of another state or attempt does not count.
+TEST_F(AgentTest, ATaskEndIsSentAgainUntilAcknowledged) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"exit", "4"})}));
+  ASSERT_EQ(waitEnd("1.0").exit_code, 4);
+  agent_->tick();
+  auto exits = [&] {
+    int n = 0;
+    for (const json& u : take(*agent_, "task_update")) {
+      if (u["body"]["state"] == "exited") {
+        EXPECT_EQ(u["body"]["exit_code"], 4) << u.dump();
+        ++n;
+      }
+    }
+    return n;
+  };
+  (void)agent_->takeOutbox();
+  agent_->tick();  // within the interval: nothing again yet
+  EXPECT_EQ(exits(), 0);
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 1);  // not acknowledged: sent again
+  json assignment{{"job_id", 1}, {"task", 0}, {"attempt", 0}, {"lease_epoch", 1}};
+  agent_->handle(message("task_ack", {{"assignment", assignment}, {"state", "running"}}));
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 1);  // the ack of an earlier state settles nothing
+  agent_->handle(message("task_ack", {{"assignment", assignment}, {"state", "exited"}}));
+  EXPECT_TRUE(take(*agent_, "error").empty());
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 0);  // acknowledged: done
+  // A new connection's hello reports it again, and owes it an ack again.
+  json hello = agent_->helloMessage();
+  ASSERT_EQ(hello["body"]["tasks"].size(), 1u);
+  welcome(*agent_, 2);
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 1);
+}
+
 TEST_F(AgentTest, ReconnectReadoptsRunningTasksAndReReportsExits) {
   welcome(*agent_);
   agent_->handle(desired({entry(1, 1, {"wait"}), entry(2, 1, {"exit", "0"})}));
