@@ -323,11 +323,6 @@ json Agent::helloMessage() {
   last_seq_in_ = 0;
   hello_sent_ = clock_.monotonic();
   heartbeats_sent_.clear();
-  // The hello (seq 1) reports every end not acknowledged yet.
-  for (auto& [name, t] : tasks_) {
-    t.end_sent_seq =
-        t.has_assignment && isTerminal(t.info.status.state) && !t.end_acknowledged ? 1 : 0;
-  }
   // Level-triggered: a new connection gets telemetry and the health findings again at the next
   // tick (the controller starts every GPU of a (re)registered node healthy).
   last_telemetry_.reset();
@@ -464,9 +459,6 @@ Status Agent::onLease(const protocol::Lease& m) {
   }
   fence_->recordContact(sent->second);
   heartbeats_sent_.erase(heartbeats_sent_.begin(), std::next(sent));
-  // The controller answers a connection's messages in order: what left before the heartbeat
-  // has been handled.
-  handledThrough(m.renews - 1);
   fenced_ = false;
   publishLease();
   return Status::ok();
@@ -482,8 +474,6 @@ void Agent::publishLease() {
 
 Status Agent::onDesiredState(protocol::DesiredState m, int64_t seq) {
   GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(m.node_epoch));
-  // The controller sends the desired state once it has handled the hello's tasks.
-  handledThrough(1);
   std::set<std::string> desired;
   for (const TaskEntry& e : m.tasks)
     desired.insert(protocol::taskName(e.assignment));
@@ -541,7 +531,11 @@ Status Agent::onTaskAck(const protocol::TaskAck& m) {
   Tracked& t = it->second;
   if (t.assignment != m.assignment || m.state != phaseOf(t.reported)) return Status::ok();
   t.awaiting_ack = false;
-  if (m.state == protocol::TaskPhase::kExited) t.end_acked = true;
+  // Its end is in the controller's store: from now on its directory may go once the
+  // retention has passed (removeRetiredTasks); an earlier acknowledgement keeps its time.
+  if (m.state == protocol::TaskPhase::kExited && !t.end_acknowledged) {
+    t.end_acknowledged = clock_.monotonic();
+  }
   return Status::ok();
 }
 
@@ -783,10 +777,6 @@ void Agent::reportTask(Tracked& t) {
   protocol::TaskUpdate update{taskReport(t)};
   update.report.name.clear();  // the assignment names it
   if (t.stopping && isTerminal(t.info.status.state)) update.report.stop_reason = t.stop_reason;
-  // The first report of the end on this connection is the one whose handling acknowledges it.
-  if (isTerminal(t.info.status.state) && !t.end_acknowledged && t.end_sent_seq == 0) {
-    t.end_sent_seq = seq_out_ + 1;
-  }
   send(update);
   t.reported = t.info.status.state;
   t.reported_once = true;
@@ -818,15 +808,6 @@ void Agent::refreshTasks() {
     TaskEntry entry = std::move(pending_[name]);
     pending_.erase(name);
     startTask(std::move(entry));
-  }
-}
-
-void Agent::handledThrough(int64_t seq) {
-  const Micros now = clock_.monotonic();
-  for (auto& [name, t] : tasks_) {
-    if (t.end_sent_seq > 0 && t.end_sent_seq <= seq && !t.end_acknowledged) {
-      t.end_acknowledged = now;
-    }
   }
 }
 

@@ -130,14 +130,11 @@ class Agent {
     // interval from `sent_at` (monotonic) until it is, on this connection or the next.
     bool awaiting_ack = false;
     Micros sent_at{0};
-    // The controller acknowledged the task's end: it is committed to its store.
-    bool end_acked = false;
     std::optional<StopReason> stopping;
     std::string stop_reason;  // "cancelled", "preempted", "timeout", "fenced"
     TaskInfo info;
-    // Its end: the seq of the message of this connection that reported it (0: not yet on this
-    // connection), and when the controller acknowledged it (monotonic).
-    int64_t end_sent_seq = 0;
+    // When the controller acknowledged the task's end (`task_ack` of its exit: the end is
+    // committed to its store), monotonic; unset until then. The retention counts from it.
     std::optional<Micros> end_acknowledged;
     std::vector<std::string> regions;  // vgpu region files to delete at the end
     std::vector<std::string> gpus;     // the UUIDs of its GPUs
@@ -180,11 +177,6 @@ class Agent {
   protocol::TaskReport taskReport(const Tracked& t) const;
 
   void fenceTasks();
-  // The controller has handled every message this connection sent up to `seq`: the ends they
-  // reported are acknowledged. Until the protocol acknowledges ends one by one (issue 19 defect
-  // 4), "handled" is what the connection's order shows: a `lease` answers a heartbeat that
-  // left after them, and a `desired_state` follows the handling of the `hello`'s tasks.
-  void handledThrough(int64_t seq);
   // Removes the directories (and assignment files) of ended tasks whose end was acknowledged
   // longer than task_retention ago, and of the oldest acknowledged beyond max_retained_tasks;
   // at most kMaxRemovalsPerTick per call, so that a backlog does not stall the agent.
