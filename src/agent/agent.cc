@@ -323,11 +323,6 @@ json Agent::helloMessage() {
   last_seq_in_ = 0;
   hello_sent_ = clock_.monotonic();
   heartbeats_sent_.clear();
-  // The hello (seq 1) reports every end not acknowledged yet.
-  for (auto& [name, t] : tasks_) {
-    t.end_sent_seq =
-        t.has_assignment && isTerminal(t.info.status.state) && !t.end_acknowledged ? 1 : 0;
-  }
   // Level-triggered: a new connection gets telemetry and the health findings again at the next
   // tick (the controller starts every GPU of a (re)registered node healthy).
   last_telemetry_.reset();
@@ -354,8 +349,14 @@ json Agent::helloMessage() {
   hello.node.os = std::string(u.sysname) + " " + u.release;
   hello.node.cgroup = layout.ok() ? std::string(cgroupModeName(layout->mode)) : "unknown";
   hello.gpus = inventoryMessage(inventory_);
-  for (const auto& [name, t] : tasks_)
+  const Micros sent = clock_.monotonic();
+  for (auto& [name, t] : tasks_) {
     hello.tasks.push_back(taskReport(t));
+    // The hello carries every report again; each is owed its ack on this connection.
+    t.reported = t.info.status.state;
+    t.awaiting_ack = t.has_assignment;
+    t.sent_at = sent;
+  }
   hello.last_node_epoch = node_epoch_;
   return protocol::encodeMessage(hello, ++seq_out_, 0);
 }
@@ -396,6 +397,8 @@ void Agent::handle(const json& msg) {
     s = dispatch<protocol::Cancel>(env->body, [&](auto m) { return onCancel(m, seq); });
   } else if (type == protocol::Lease::kType) {
     s = dispatch<protocol::Lease>(env->body, [&](auto m) { return onLease(m); });
+  } else if (type == protocol::TaskAck::kType) {
+    s = dispatch<protocol::TaskAck>(env->body, [&](auto m) { return onTaskAck(m); });
   } else if (type == protocol::ReadLog::kType) {
     s = dispatch<protocol::ReadLog>(env->body, [&](auto m) { return onReadLog(m); });
   } else if (type == protocol::Error::kType) {
@@ -456,9 +459,6 @@ Status Agent::onLease(const protocol::Lease& m) {
   }
   fence_->recordContact(sent->second);
   heartbeats_sent_.erase(heartbeats_sent_.begin(), std::next(sent));
-  // The controller answers a connection's messages in order: what left before the heartbeat
-  // has been handled.
-  handledThrough(m.renews - 1);
   fenced_ = false;
   publishLease();
   return Status::ok();
@@ -474,8 +474,6 @@ void Agent::publishLease() {
 
 Status Agent::onDesiredState(protocol::DesiredState m, int64_t seq) {
   GPOOL_RETURN_IF_ERROR(acceptNodeEpoch(m.node_epoch));
-  // The controller sends the desired state once it has handled the hello's tasks.
-  handledThrough(1);
   std::set<std::string> desired;
   for (const TaskEntry& e : m.tasks)
     desired.insert(protocol::taskName(e.assignment));
@@ -523,6 +521,31 @@ Status Agent::onCancel(const protocol::Cancel& m, int64_t seq) {
   stopTask(t, m.reason == "cancelled" ? StopReason::kCancel : StopReason::kPreempt, m.reason,
            grace);
   return Status::ok();
+}
+
+Status Agent::onTaskAck(const protocol::TaskAck& m) {
+  auto it = tasks_.find(protocol::taskName(m.assignment));
+  // An ack of an attempt replaced since, or of a state reported before the latest, settles
+  // nothing: the latest report is still owed its own.
+  if (it == tasks_.end() || !it->second.has_assignment) return Status::ok();
+  Tracked& t = it->second;
+  if (t.assignment != m.assignment || m.state != phaseOf(t.reported)) return Status::ok();
+  t.awaiting_ack = false;
+  // Its end is in the controller's store: from now on its directory may go once the
+  // retention has passed (removeRetiredTasks); an earlier acknowledgement keeps its time.
+  if (m.state == protocol::TaskPhase::kExited && !t.end_acknowledged) {
+    t.end_acknowledged = clock_.monotonic();
+  }
+  return Status::ok();
+}
+
+void Agent::resendUnacked() {
+  const Micros mono = clock_.monotonic();
+  for (auto& [name, t] : tasks_) {
+    if (!t.has_assignment || !t.awaiting_ack || t.reported != t.info.status.state) continue;
+    if (mono - t.sent_at < options_.heartbeat_interval) continue;
+    reportTask(t);
+  }
 }
 
 Status Agent::onReadLog(const protocol::ReadLog& m) {
@@ -754,13 +777,11 @@ void Agent::reportTask(Tracked& t) {
   protocol::TaskUpdate update{taskReport(t)};
   update.report.name.clear();  // the assignment names it
   if (t.stopping && isTerminal(t.info.status.state)) update.report.stop_reason = t.stop_reason;
-  // The first report of the end on this connection is the one whose handling acknowledges it.
-  if (isTerminal(t.info.status.state) && !t.end_acknowledged && t.end_sent_seq == 0) {
-    t.end_sent_seq = seq_out_ + 1;
-  }
   send(update);
   t.reported = t.info.status.state;
   t.reported_once = true;
+  t.awaiting_ack = true;
+  t.sent_at = clock_.monotonic();
   if (isTerminal(t.info.status.state)) {
     for (const std::string& path : t.regions)
       removeRegion(path);
@@ -787,15 +808,6 @@ void Agent::refreshTasks() {
     TaskEntry entry = std::move(pending_[name]);
     pending_.erase(name);
     startTask(std::move(entry));
-  }
-}
-
-void Agent::handledThrough(int64_t seq) {
-  const Micros now = clock_.monotonic();
-  for (auto& [name, t] : tasks_) {
-    if (t.end_sent_seq > 0 && t.end_sent_seq <= seq && !t.end_acknowledged) {
-      t.end_acknowledged = now;
-    }
   }
 }
 
@@ -994,6 +1006,7 @@ void Agent::tick() {
   TimePoint now = clock_.now();
   Micros mono = clock_.monotonic();
   refreshTasks();
+  resendUnacked();
   fenceTasks();
   removeRetiredTasks();
   writeJobMapping();

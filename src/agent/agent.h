@@ -74,6 +74,10 @@ struct AgentOptions {
 // a second, and sends what `takeOutbox` returns, in order. After every (re)connect the
 // transport sends `helloMessage()` first.
 //
+// Task reports are delivered at least once: each is sent again every heartbeat interval until
+// the controller acknowledges it (`task_ack`, after its commit), so an end reported while the
+// controller's store could not write is recorded once it can.
+//
 // Reconciliation is level-triggered: a `desired_state` lists every task that should run here;
 // tasks missing here are started, tasks not listed (or listed under a newer lease epoch) are
 // stopped, the rest are kept and their state re-reported. The launcher's state directory is
@@ -122,12 +126,15 @@ class Agent {
     bool requeueable = false;
     TaskState reported = TaskState::kStarting;  // the last state sent upstream
     bool reported_once = false;
+    // The last report is not acknowledged yet (`task_ack`): it is sent again every heartbeat
+    // interval from `sent_at` (monotonic) until it is, on this connection or the next.
+    bool awaiting_ack = false;
+    Micros sent_at{0};
     std::optional<StopReason> stopping;
     std::string stop_reason;  // "cancelled", "preempted", "timeout", "fenced"
     TaskInfo info;
-    // Its end: the seq of the message of this connection that reported it (0: not yet on this
-    // connection), and when the controller acknowledged it (monotonic).
-    int64_t end_sent_seq = 0;
+    // When the controller acknowledged the task's end (`task_ack` of its exit: the end is
+    // committed to its store), monotonic; unset until then. The retention counts from it.
     std::optional<Micros> end_acknowledged;
     std::vector<std::string> regions;  // vgpu region files to delete at the end
     std::vector<std::string> gpus;     // the UUIDs of its GPUs
@@ -151,6 +158,9 @@ class Agent {
   Status onAssign(protocol::Assign m, int64_t seq);
   Status onCancel(const protocol::Cancel& m, int64_t seq);
   Status onLease(const protocol::Lease& m);
+  Status onTaskAck(const protocol::TaskAck& m);
+  // Sends again every report not acknowledged within a heartbeat interval.
+  void resendUnacked();
   // `read_log`: answers `log_data` with a piece of one of this node's task logs.
   Status onReadLog(const protocol::ReadLog& m);
   // Checks and records the node epoch of a message; FailedPrecondition for an older one.
@@ -167,11 +177,6 @@ class Agent {
   protocol::TaskReport taskReport(const Tracked& t) const;
 
   void fenceTasks();
-  // The controller has handled every message this connection sent up to `seq`: the ends they
-  // reported are acknowledged. Until the protocol acknowledges ends one by one (issue 19 defect
-  // 4), "handled" is what the connection's order shows: a `lease` answers a heartbeat that
-  // left after them, and a `desired_state` follows the handling of the `hello`'s tasks.
-  void handledThrough(int64_t seq);
   // Removes the directories (and assignment files) of ended tasks whose end was acknowledged
   // longer than task_retention ago, and of the oldest acknowledged beyond max_retained_tasks;
   // at most kMaxRemovalsPerTick per call, so that a backlog does not stall the agent.

@@ -273,6 +273,14 @@ Result<json> ApiClient::call(net::Method method, const std::string& target, std:
       if (r->status == 401 && !ep.isUnix()) {
         return refusedToken(target_, message);
       }
+      if (r->status == 503) {
+        // An expected, passing condition (a full or read-only store, an agent away): the
+        // request was refused and nothing changed; scripts retry on exit 7.
+        std::optional<std::string> retry = r->header("Retry-After");
+        return Status::unavailable("gpoold refused this for now: " + message +
+                                   "; nothing was changed, try again" +
+                                   (retry ? " in " + *retry + " s" : " later"));
+      }
       return Status(codeFromName(code), message);
     }
     return Status::internal("gpoold answered HTTP " + std::to_string(r->status) + ": " + r->body);

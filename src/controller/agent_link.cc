@@ -555,11 +555,11 @@ Status AgentLink::onTaskUpdate(const SessionPtr& session, const protocol::TaskUp
   return Status::ok();
 }
 
-void AgentLink::recordTaskFiles(int64_t job_id, const protocol::TaskReport& report,
+bool AgentLink::recordTaskFiles(int64_t job_id, const protocol::TaskReport& report,
                                 const std::string& what) {
   // Where its output goes and how to enter it: `gpool logs` and `gpool shell` read them from
   // the job's allocation.
-  if (report.log_paths.size() != 2 && report.shell_socket.empty()) return;
+  if (report.log_paths.size() != 2 && report.shell_socket.empty()) return true;
   store::TaskFiles files;
   if (report.log_paths.size() == 2) {
     files.stdout_log = report.log_paths[0];
@@ -569,6 +569,8 @@ void AgentLink::recordTaskFiles(int64_t job_id, const protocol::TaskReport& repo
   Status s = store_.recordTaskFiles(job_id, report.assignment->lease_epoch, report.assignment->task,
                                     files);
   if (!s.isOk()) spdlog::info("{}: task files not recorded: {}", what, s.toString());
+  return s.isOk() || s.code() == StatusCode::kFailedPrecondition ||
+         s.code() == StatusCode::kNotFound;
 }
 
 Result<std::map<std::string, std::vector<GpuTenant>>> AgentLink::tenantsOf(
@@ -815,6 +817,14 @@ Status AgentLink::onLogData(const SessionPtr& session, const protocol::LogData& 
 
 void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskReport& report) {
   if (!report.assignment || loop_ == nullptr) return;
+  // Acknowledged only once applied for good (committed, or nothing to record): the agent
+  // re-sends the report until then, so a store that cannot write loses none.
+  if (settleReport(session, report)) {
+    send(session, protocol::TaskAck{*report.assignment, report.state});
+  }
+}
+
+bool AgentLink::settleReport(const SessionPtr& session, const protocol::TaskReport& report) {
   const protocol::Assignment& assignment = *report.assignment;
   const int64_t job_id = assignment.job_id;
   const uint32_t task = assignment.task;
@@ -838,7 +848,7 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
     }
   } else if (record.status().code() != StatusCode::kNotFound) {
     spdlog::error("{}: cannot read the job: {}", what, record.status().toString());
-    return;  // the next hello reports it again
+    return false;  // the agent sends it again
   }
   if (!current || !live) {
     // Stale or no longer wanted: record nothing; a task still running must stop (the agent
@@ -847,7 +857,7 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
       spdlog::info("{}: not a current assignment; telling the agent to stop it", what);
       send(session, protocol::Cancel{assignment, "TERM", std::nullopt, "cancelled"});
     }
-    return;
+    return true;
   }
   if (report.state == protocol::TaskPhase::kRunning) {
     bool first = false;
@@ -858,19 +868,29 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
       first = started_.insert({job_id, lease_epoch}).second;
       first_of_task = files_recorded_.insert({job_id, lease_epoch, task}).second;
     }
+    bool settled = true;
     if (first) {
       std::optional<TimePoint> started;
       if (report.started_at_us > 0) started = fromUnixMicros(report.started_at_us);
       Status s = loop_->taskStarted(job_id, lease_epoch, started);
       if (!s.isOk()) spdlog::info("{}: start not recorded: {}", what, s.toString());
+      // Not written (the store cannot write): taken again when the agent re-sends it.
+      if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) {
+        std::lock_guard lock(mu_);
+        started_.erase({job_id, lease_epoch});
+        settled = false;
+      }
     }
     // Each task's own logs (not only the first task's): `gpool run` and `gpool logs --task K`.
-    if (first_of_task) recordTaskFiles(job_id, report, what);
-    return;
+    if (first_of_task && !recordTaskFiles(job_id, report, what)) {
+      std::lock_guard lock(mu_);
+      files_recorded_.erase({job_id, lease_epoch, task});
+    }
+    return settled;
   }
-  if (report.state != protocol::TaskPhase::kExited) return;
+  if (report.state != protocol::TaskPhase::kExited) return true;
   // A short task may be reported only once it exited: its logs must still be findable.
-  recordTaskFiles(job_id, report, what);
+  (void)recordTaskFiles(job_id, report, what);
   bool start_seen = false;
   {
     std::lock_guard lock(mu_);
@@ -897,14 +917,22 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
                                     : static_cast<int32_t>(report.exit_code);
   std::optional<TimePoint> ended;
   if (report.ended_at_us > 0) ended = fromUnixMicros(report.ended_at_us);
-  Status s = loop_->taskEnded(job_id, task, lease_epoch, code, outcome, report.reason, ended);
+  bool job_ended = false;
+  Status s =
+      loop_->taskEnded(job_id, task, lease_epoch, code, outcome, report.reason, ended, &job_ended);
   if (s.isOk()) {
     spdlog::info("{}: ended ({}, exit code {})", what, report.final_state, code);
-  } else if (s.code() == StatusCode::kFailedPrecondition) {
-    spdlog::debug("{}: end already recorded: {}", what, s.toString());
-  } else {
-    spdlog::error("{}: cannot record its end: {}", what, s.toString());
+    // A task of a job whose other tasks still run is only kept in memory: it is acknowledged
+    // once the job's end is committed (a later sending finds the job no longer running).
+    return job_ended;
   }
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    spdlog::debug("{}: end already recorded: {}", what, s.toString());
+    return true;
+  }
+  spdlog::error("{}: cannot record its end ({}); the agent sends it again until it is recorded",
+                what, s.toString());
+  return false;
 }
 
 std::string AgentLink::addressOf(const std::string& node) const {

@@ -36,8 +36,10 @@
 // heartbeat interval) and a full `desired_state` (every task the store says runs on the node,
 // under its current lease epoch). `task_update` reports move jobs through the SchedulingLoop
 // (running -> taskStarted, exited -> taskEnded); a report under a stale epoch changes nothing
-// and a still running stale task is told to stop (`cancel`). `heartbeat` renews the node in the
-// registry and is answered with `lease`. `telemetry` frames go to the TelemetryHistory (when
+// and a still running stale task is told to stop (`cancel`). Each report (of task_update and
+// of hello) is answered with `task_ack` once settled: committed, or needing nothing recorded;
+// one the store could not write is not, and the agent sends it again. `heartbeat` renews the node
+// in the registry and is answered with `lease`. `telemetry` frames go to the TelemetryHistory (when
 // attached), attributed to the tasks the store places on each GPU, and its finished minutes to
 // the store (pruned every `telemetry_prune_every`); `health` findings set each GPU's health in
 // the NodeRegistry (an unhealthy GPU receives no new work; a GPU without findings is healthy
@@ -173,12 +175,18 @@ class AgentLink final : public AgentGateway, public LogRelay {
   // second for all nodes together).
   Result<std::map<std::string, std::vector<GpuTenant>>> tenantsOf(const std::string& node);
 
-  // Applies one reported task (from hello or task_update) to the loop; a report without an
-  // assignment changes nothing.
+  // Applies one reported task (from hello or task_update) to the loop and acknowledges it
+  // (`task_ack`) once it is settled; a report without an assignment changes nothing.
   void applyReport(const SessionPtr& session, const protocol::TaskReport& report);
-  // Stores the report's log paths and shell socket in the task's allocation (best effort).
+  // applyReport's work: true when the report is settled for good (committed to the store, or
+  // nothing to record: stale, no longer current, an end recorded already), false when the
+  // store failed or, for a task of a job whose other tasks run on, its end is only in memory.
   // REQUIRES: report.assignment is set.
-  void recordTaskFiles(int64_t job_id, const protocol::TaskReport& report, const std::string& what);
+  bool settleReport(const SessionPtr& session, const protocol::TaskReport& report);
+  // Stores the report's log paths and shell socket in the task's allocation (best effort);
+  // false when the store could not write them (tried again at the next report).
+  // REQUIRES: report.assignment is set.
+  bool recordTaskFiles(int64_t job_id, const protocol::TaskReport& report, const std::string& what);
 
   store::Store& store_;
   NodeRegistry& registry_;

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "api/json_reader.h"
@@ -19,6 +22,42 @@ namespace gpool::controller {
 namespace routes {
 
 using nlohmann::json;
+
+namespace {
+
+// The Retry-After of a 503 (Unavailable) answer, in seconds.
+constexpr int kRetryAfterSeconds = 5;
+
+// One line per refused request (503: the store cannot write, an agent is away), so that an
+// operator sees what was turned away. Refusals come in bursts (every client retries while the
+// store is full): at most kMaxRefusalLines lines a second, the rest counted in the next line.
+void logRefusal(const net::Request& req, const Caller& caller, const Status& why) {
+  constexpr int kMaxRefusalLines = 5;
+  static std::mutex mu;
+  static std::chrono::steady_clock::time_point window{};
+  static int lines = 0;
+  static uint64_t suppressed = 0;
+  uint64_t untold = 0;
+  {
+    std::lock_guard lock(mu);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window >= std::chrono::seconds(1)) {
+      window = now;
+      lines = 0;
+    }
+    if (++lines > kMaxRefusalLines) {
+      ++suppressed;
+      return;
+    }
+    untold = std::exchange(suppressed, 0);
+  }
+  std::string more =
+      untold > 0 ? " (and " + std::to_string(untold) + " more refusals not logged)" : "";
+  spdlog::warn("refused {} {} for {} (503, retry after {} s): {}{}", net::methodName(req.method),
+               req.path, caller.user, kRetryAfterSeconds, why.message(), more);
+}
+
+}  // namespace
 
 net::Handler authed(const Context& ctx, std::initializer_list<std::string_view> allowed,
                     Body body) {
@@ -38,7 +77,15 @@ net::Handler authed(const Context& ctx, std::initializer_list<std::string_view> 
     Result<Caller> caller = ctx.caller_for(req);
     if (!caller.ok()) return net::Response::error(caller.status());
     Result<net::Response> r = body(*caller, req);
-    return r.ok() ? std::move(r).value() : net::Response::error(r.status());
+    if (r.ok()) return std::move(r).value();
+    net::Response refused = net::Response::error(r.status());
+    if (r.status().code() == StatusCode::kUnavailable) {
+      // A condition expected to end (a full or read-only store, an agent away): logged, and
+      // the client is told when to try again.
+      logRefusal(req, *caller, r.status());
+      refused.setHeader("Retry-After", std::to_string(kRetryAfterSeconds));
+    }
+    return refused;
   };
 }
 

@@ -690,7 +690,8 @@ Status SchedulingLoop::taskStarted(int64_t job_id, int64_t lease_epoch,
 
 Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch,
                                  int32_t exit_code, TaskOutcome outcome, std::string_view why,
-                                 std::optional<TimePoint> ended) {
+                                 std::optional<TimePoint> ended, bool* job_ended) {
+  if (job_ended != nullptr) *job_ended = false;
   std::unique_lock lock(mu_);
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(job_id));
   if (record.epoch != lease_epoch) {
@@ -755,24 +756,31 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
   }
   TimePoint now = std::min(last_end.value_or(report_time), report_time);
   if (record.start_time) now = std::max(now, *record.start_time);
-  ended_.erase(job_id);  // `tasks` refers into it
   Status s;
+  bool preempted = false;
   if (auto leaving = preempting_.find(job_id); leaving != preempting_.end()) {
+    preempted = true;
     const std::string decided =
         leaving->second.reason.empty() ? "preempted" : leaving->second.reason;
-    preempting_.erase(leaving);
     // Idle reclaim says whether the job comes back (requeue) or ends, and why.
     auto reclaim = reclaiming_.find(job_id);
     if (reclaim != reclaiming_.end()) {
       s = store_.recordPreemption(job_id, reclaim->second.requeue, now, reclaim->second.reason);
-      reclaiming_.erase(reclaim);
     } else {
       s = store_.recordPreemption(job_id, /*requeue=*/true, now, decided);
     }
   } else {
     s = store_.recordEnd(job_id, state, code, now, reason);
   }
+  // Failed: the tasks' ends (and the preemption or reclaim under way) stay for the report's
+  // next sending.
   GPOOL_RETURN_IF_ERROR(s);
+  ended_.erase(job_id);
+  if (preempted) {
+    preempting_.erase(job_id);
+    reclaiming_.erase(job_id);
+  }
+  if (job_ended != nullptr) *job_ended = true;
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRecord> usage, store_.usageOfJob(job_id));
   if (!usage.empty()) {
     auto last = std::max_element(usage.begin(), usage.end(),

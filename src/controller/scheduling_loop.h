@@ -163,9 +163,14 @@ class SchedulingLoop final : public JobListener {
   // `ended` is when the task ended by its supervisor's record (unset: now): the job ends when
   // its last task did (kept within [its start, now]), however late the report arrives, and
   // its usage covers that run.
+  // `job_ended` (optional) tells whether this call committed the job's end; when it returns OK
+  // without it, the end of this task is only kept in memory until the job's last task ends.
+  // When the store cannot commit the job's end, the error is returned and every task's end is
+  // kept, so that the same report again (the agent re-sends it until acknowledged) retries the
+  // commit: nothing reported is lost to a store that cannot write.
   Status taskEnded(int64_t job_id, uint32_t task, int64_t lease_epoch, int32_t exit_code,
                    TaskOutcome outcome, std::string_view why = {},
-                   std::optional<TimePoint> ended = std::nullopt);
+                   std::optional<TimePoint> ended = std::nullopt, bool* job_ended = nullptr);
 
   // JobListener: wake the loop; stop a cancelled job's tasks; what the last pass said about a
   // pending job (its detail, and its reservation's start).

@@ -801,6 +801,17 @@ json toJson(const ReadLog& m) {
   return j;
 }
 
+Status fromJson(const json& j, TaskAck* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.object("assignment", &out->assignment, Presence::kRequired);
+  r.parsed("state", &out->state, &parseTaskPhase, Presence::kRequired);
+  return r.finish();
+}
+
+json toJson(const TaskAck& m) {
+  return json{{"assignment", toJson(m.assignment)}, {"state", taskPhaseName(m.state)}};
+}
+
 Status fromJson(const json& j, Lease* out, std::string_view path) {
   ObjectReader r(j, path);
   r.integer("node_epoch", &out->node_epoch, Presence::kRequired, int64_t{0}, kMaxI64);

@@ -451,6 +451,20 @@ struct ReadLog {
 Status fromJson(const nlohmann::json& j, ReadLog* out, std::string_view path);
 nlohmann::json toJson(const ReadLog& m);
 
+// task_ack: the controller has applied one task report (a `task_update`, or a task of
+// `hello`) for good: committed to its store, or found to need nothing recorded (a stale or no
+// longer current assignment, an end recorded already). The agent re-sends a task's latest
+// report until the ack for its assignment and state arrives (docs/agent-protocol.md).
+struct TaskAck {
+  static constexpr std::string_view kType = "task_ack";
+  Assignment assignment;  // as the report carried it
+  TaskPhase state = TaskPhase::kRunning;
+
+  bool operator==(const TaskAck&) const = default;
+};
+Status fromJson(const nlohmann::json& j, TaskAck* out, std::string_view path);
+nlohmann::json toJson(const TaskAck& m);
+
 struct Lease {
   static constexpr std::string_view kType = "lease";
   int64_t node_epoch = 0;

@@ -23,6 +23,15 @@ Status pgResultError(PGconn* conn, const PGresult* res, std::string_view what) {
   if (code.rfind("23", 0) == 0) return Status::failedPrecondition(msg);
   if (code == "40001" || code == "40P01" || code == "55P03") return Status::aborted(msg);
   if (code.rfind("08", 0) == 0 || code.rfind("57", 0) == 0) return Status::unavailable(msg);
+  // disk_full and read_only_sql_transaction: expected conditions an operator ends (503).
+  if (code == "53100") {
+    return Status::unavailable("the store is full (" + msg +
+                               "): writes are refused until its disk has space again");
+  }
+  if (code == "25006") {
+    return Status::unavailable("the store is read-only (" + msg +
+                               "): writes are refused until it accepts them again");
+  }
   if (code.rfind("53", 0) == 0) return Status::resourceExhausted(msg);
   return Status::internal(msg);
 }

@@ -499,7 +499,11 @@ void SqlStore::runGroup(const std::vector<PendingWrite*>& batch) {
   }
   // Nothing of the group was committed.
   for (PendingWrite* w : batch) {
-    if (w->result.isOk()) w->result = s.withContext("group commit");
+    // A store that cannot write (full, read-only: unavailable) says so itself, and its message
+    // goes to users as the reason of a 503: no word of how the write was batched.
+    if (w->result.isOk()) {
+      w->result = s.code() == StatusCode::kUnavailable ? s : s.withContext("group commit");
+    }
   }
 }
 

@@ -28,8 +28,17 @@ Status sqliteError(sqlite3* db, int rc, std::string_view what) {
       return Status::failedPrecondition(msg);
     case SQLITE_BUSY:
     case SQLITE_LOCKED: return Status::aborted(msg);
+    // A full disk, or one that went read-only or fails: an expected condition that ends when
+    // an operator acts (issue 19, defect 9): Unavailable, which the API answers with 503 and
+    // Retry-After, naming the condition.
     case SQLITE_FULL:
+      return Status::unavailable("the store is full (" + msg +
+                                 "): writes are refused until its disk has space again");
+    case SQLITE_READONLY:
     case SQLITE_IOERR:
+      return Status::unavailable("the store cannot write (" + msg +
+                                 "): its disk is read-only or failing; writes are refused until "
+                                 "it is repaired");
     case SQLITE_CANTOPEN: return Status::ioError(msg);
     default: return Status::internal(msg);
   }

@@ -379,6 +379,48 @@ TEST_F(AgentTest, ATaskOfAnotherStoreIncarnationIsAnotherJob) {
       << answers[0].dump();
 }
 
+// Issue 19 defect 4: a task's end is sent again every heartbeat interval until gpoold
+// acknowledges it (after its commit); an ack of another state or attempt does not count.
+TEST_F(AgentTest, ATaskEndIsSentAgainUntilAcknowledged) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 1, {"exit", "4"})}));
+  ASSERT_EQ(waitEnd("1.0").exit_code, 4);
+  agent_->tick();
+  auto exits = [&] {
+    int n = 0;
+    for (const json& u : take(*agent_, "task_update")) {
+      if (u["body"]["state"] == "exited") {
+        EXPECT_EQ(u["body"]["exit_code"], 4) << u.dump();
+        ++n;
+      }
+    }
+    return n;
+  };
+  (void)agent_->takeOutbox();
+  agent_->tick();  // within the interval: nothing again yet
+  EXPECT_EQ(exits(), 0);
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 1);  // not acknowledged: sent again
+  json assignment{{"job_id", 1}, {"task", 0}, {"attempt", 0}, {"lease_epoch", 1}};
+  agent_->handle(message("task_ack", {{"assignment", assignment}, {"state", "running"}}));
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 1);  // the ack of an earlier state settles nothing
+  agent_->handle(message("task_ack", {{"assignment", assignment}, {"state", "exited"}}));
+  EXPECT_TRUE(take(*agent_, "error").empty());
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 0);  // acknowledged: done
+  // A new connection's hello reports it again, and owes it an ack again.
+  json hello = agent_->helloMessage();
+  ASSERT_EQ(hello["body"]["tasks"].size(), 1u);
+  welcome(*agent_, 2);
+  clock_.advance(Micros(5'000'000));
+  agent_->tick();
+  EXPECT_EQ(exits(), 1);
+}
+
 TEST_F(AgentTest, ReconnectReadoptsRunningTasksAndReReportsExits) {
   welcome(*agent_);
   agent_->handle(desired({entry(1, 1, {"wait"}), entry(2, 1, {"exit", "0"})}));
@@ -410,7 +452,8 @@ TEST_F(AgentTest, ReconnectReadoptsRunningTasksAndReReportsExits) {
 
 // Issue 19 defect 7: task directories were never removed (15,211 directories, 477 MB after
 // 27 minutes, all listed in every hello). An ended task's directory goes once the controller
-// has acknowledged its end and the retention has passed; never before the acknowledgement.
+// has acknowledged its end (`task_ack`: committed to its store) and the retention has passed;
+// never before the acknowledgement, however long, whatever else the controller answers.
 TEST_F(AgentTest, EndedTaskDirectoriesAreRemovedOnceAcknowledgedAndRetained) {
   agent_ = newAgent(false, Micros(10'000'000));
   welcome(*agent_);
@@ -420,16 +463,25 @@ TEST_F(AgentTest, EndedTaskDirectoriesAreRemovedOnceAcknowledgedAndRetained) {
   std::vector<json> beats = take(*agent_, "heartbeat");
   ASSERT_EQ(beats.size(), 1u);
   const std::string dir = launcher_->taskDir("1.0");
-  // Longer than the retention, but nothing acknowledged the end yet: it stays.
+  // Longer than the retention, and the controller answered a heartbeat sent after the end's
+  // report (it handled the report, but could not commit it: a full store): it stays.
   clock_.advance(Micros(20'000'000));
   agent_->tick();
-  EXPECT_TRUE(std::filesystem::exists(dir));
   beats = take(*agent_, "heartbeat");
   ASSERT_EQ(beats.size(), 1u);
-  // The answer to a heartbeat sent after the end's report: the controller handled it.
   agent_->handle(message("lease", {{"node_epoch", 1},
                                    {"valid_until", toUnixMicros(clock_.now()) + 60'000'000},
                                    {"renews", beats[0]["seq"]}}));
+  agent_->tick();
+  EXPECT_TRUE(std::filesystem::exists(dir)) << "removed before its end was acknowledged";
+  // The acknowledgement of an earlier state (its start) is not that of its end.
+  json assignment{{"job_id", 1}, {"task", 0}, {"attempt", 0}, {"lease_epoch", 1}};
+  agent_->handle(message("task_ack", {{"assignment", assignment}, {"state", "running"}}));
+  clock_.advance(Micros(20'000'000));
+  agent_->tick();
+  EXPECT_TRUE(std::filesystem::exists(dir)) << "removed before its end was acknowledged";
+  // The end is committed: the retention counts from now.
+  agent_->handle(message("task_ack", {{"assignment", assignment}, {"state", "exited"}}));
   agent_->tick();
   EXPECT_TRUE(std::filesystem::exists(dir)) << "removed before its retention";
   clock_.advance(Micros(10'000'001));
@@ -444,7 +496,8 @@ TEST_F(AgentTest, EndedTaskDirectoriesAreRemovedOnceAcknowledgedAndRetained) {
 }
 
 // The count bound: beyond task_retention_max the oldest acknowledged go first, whatever the
-// retention; ends reported in a hello are acknowledged by the desired state that answers it.
+// retention; ends reported in a hello are acknowledged by their `task_ack`s, not by the
+// desired state that answers the hello.
 TEST_F(AgentTest, AtMostTheRetentionMaximumOfEndedTasksIsKept) {
   welcome(*agent_);
   agent_->handle(desired({entry(1, 1, {"exit", "0"})}));
@@ -459,7 +512,14 @@ TEST_F(AgentTest, AtMostTheRetentionMaximumOfEndedTasksIsKept) {
   welcome(*agent_, 2);
   agent_->tick();
   EXPECT_TRUE(std::filesystem::exists(launcher_->taskDir("1.0"))) << "not acknowledged yet";
-  agent_->handle(desired({}, 2));  // answers the hello: its ends were handled
+  agent_->handle(desired({}, 2));  // answers the hello: acknowledges nothing
+  agent_->tick();
+  EXPECT_TRUE(std::filesystem::exists(launcher_->taskDir("1.0"))) << "not acknowledged yet";
+  EXPECT_TRUE(std::filesystem::exists(launcher_->taskDir("2.0"))) << "not acknowledged yet";
+  for (int job : {1, 2}) {
+    json assignment{{"job_id", job}, {"task", 0}, {"attempt", 0}, {"lease_epoch", 1}};
+    agent_->handle(message("task_ack", {{"assignment", assignment}, {"state", "exited"}}));
+  }
   agent_->tick();
   int left = std::filesystem::exists(launcher_->taskDir("1.0")) +
              std::filesystem::exists(launcher_->taskDir("2.0"));

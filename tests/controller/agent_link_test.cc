@@ -146,6 +146,10 @@ class FakeAgent {
     std::lock_guard lock(mu_);
     return received_.size();
   }
+  json message(size_t i) {
+    std::lock_guard lock(mu_);
+    return i < received_.size() ? received_[i] : json::object();
+  }
   size_t countType(const std::string& type) {
     std::lock_guard lock(mu_);
     size_t n = 0;
@@ -799,6 +803,41 @@ TEST_F(AgentLinkTest, AReportOfAnotherStoreIncarnationIsNeverApplied) {
   other->send("hello", other->helloBody(json::array({old_task})));
   ASSERT_TRUE(other->waitType("desired_state").has_value());
   EXPECT_GT(submit("true"), 500);
+}
+
+// Issue 19 defect 4: a task report is acknowledged (`task_ack`) only once applied for good; a
+// report the store failed on is not, and is applied when the agent sends it again.
+TEST_F(AgentLinkTest, ATaskEndIsAcknowledgedOnlyOnceTheStoreHasIt) {
+  auto agent = helloAgent("n1");
+  int64_t epoch = 0;
+  int64_t id = startRunning(*agent, "exit 4", &epoch);
+  ASSERT_GT(id, 0);
+  auto acks = [&](const std::string& state, size_t from) {
+    size_t n = 0;
+    for (size_t i = from; i < agent->receivedCount(); ++i) {
+      json m = agent->message(i);
+      if (m["type"] == "task_ack" && m["body"]["state"] == state &&
+          m["body"]["assignment"]["job_id"] == id) {
+        ++n;
+      }
+    }
+    return n;
+  };
+  EXPECT_EQ(acks("running", 0), 1u);
+  size_t from = agent->receivedCount();
+  store_->failStatementForTest(1);  // the store fails on the report
+  agent->send("task_update", taskUpdate(id, epoch, "exited", 4));
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(acks("exited", from), 0u);
+  EXPECT_EQ(job(id)["state"], "RUNNING");
+  agent->send("task_update", taskUpdate(id, epoch, "exited", 4));  // sent again
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(acks("exited", from), 1u);
+  EXPECT_EQ(job(id)["state"], "FAILED");
+  // Recorded already: acknowledged again, recorded once.
+  agent->send("task_update", taskUpdate(id, epoch, "exited", 4));
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(acks("exited", from), 2u);
 }
 
 TEST_F(AgentLinkTest, ANewerConnectionForTheNodeClosesTheOlderWith4009) {

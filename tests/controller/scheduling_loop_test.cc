@@ -518,6 +518,48 @@ TEST_F(SchedulingLoopTest, MultiTaskJobEndsWhenEveryTaskEnded) {
   EXPECT_EQ(state(id), "COMPLETED");
 }
 
+// Issue 19 defect 4: when the store cannot commit a job's end, every task's end stays (the
+// agent sends the failed report again until acknowledged; the other tasks' ends were taken
+// before): the same report again ends the job, from every task's end.
+TEST_F(SchedulingLoopTest, TaskEndsAreKeptWhenTheStoreCannotCommitTheJobsEnd) {
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 4)).ok());
+  api::JobSpec spec = makeSpec(1000);
+  spec.tasks = 2;
+  int64_t id = submit(spec);
+  ASSERT_EQ(pass().started, 1u);
+  bool job_ended = true;
+  ASSERT_TRUE(
+      ctl_->loop
+          .taskEnded(id, 0, 1, 3, TaskOutcome::kExited, "exited with 3", std::nullopt, &job_ended)
+          .isOk());
+  EXPECT_FALSE(job_ended);  // kept in memory until the job's last task ends
+  // The statements a read of the job takes: the next one after them (the job's end) fails.
+  int reads = 1;
+  for (; reads < 64; ++reads) {
+    ctl_->store->failStatementForTest(reads);
+    const bool read = ctl_->store->getJob(id).ok();
+    ctl_->store->failStatementForTest(0);
+    if (read) break;
+  }
+  ASSERT_LT(reads, 64);
+  ctl_->store->failStatementForTest(reads);  // taskEnded reads the job (reads - 1), then ends it
+  Status failed =
+      ctl_->loop.taskEnded(id, 1, 1, 0, TaskOutcome::kExited, "", std::nullopt, &job_ended);
+  ctl_->store->failStatementForTest(0);
+  EXPECT_FALSE(failed.isOk());
+  EXPECT_FALSE(job_ended);
+  EXPECT_EQ(state(id), "RUNNING");
+  // Task 1's report again: task 0's end was kept, so the job ends as both tasks did.
+  ASSERT_TRUE(
+      ctl_->loop.taskEnded(id, 1, 1, 0, TaskOutcome::kExited, "", std::nullopt, &job_ended).isOk());
+  EXPECT_TRUE(job_ended);
+  auto job = ctl_->store->getJob(id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->exit_code, 3);
+  EXPECT_EQ(job->reason, "task 0: exited with 3");
+}
+
 // Two jobs of several tasks whose task 0 shares a server never get the same MASTER_PORT, even
 // when their ids differ by a multiple of the port range (4096): the later one takes the next
 // free port, stored with its placement so that a restarted controller sends the same one.

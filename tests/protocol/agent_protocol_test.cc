@@ -168,6 +168,12 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   expectRoundTrip(DesiredState{13, {}, true});
   expectRoundTrip(Assign{12, anEntry()});
   expectRoundTrip(Assign{std::nullopt, anEntry()});
+  expectRoundTrip(TaskAck{anAssignment(), TaskPhase::kExited});
+  expectRoundTrip(TaskAck{anAssignment(), TaskPhase::kRunning});
+  EXPECT_EQ(decodeError<TaskAck>(json{{"assignment", toJson(anAssignment())}, {"state", "gone"}}),
+            "state: expected starting, running or exited");
+  EXPECT_EQ(decodeError<TaskAck>(json{{"state", "exited"}}),
+            "assignment: required field is missing");
   expectRoundTrip(Cancel{anAssignment(), "TERM", 30, "node_fail"});
   expectRoundTrip(Cancel{anAssignment(), "TERM", std::nullopt, "cancelled"});
   expectRoundTrip(ReadLog{5, 123, 2, 9, "stdout", 0, kMaxLogReadBytes});

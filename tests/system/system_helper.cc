@@ -12,7 +12,7 @@
 //     socket, from C threads, each waiting I ms between its submissions, and appends one line per
 //     submission to --out as it learns the outcome:
 //       ack <tag> <id> <sent_us> <latency_us>
-//       refused <tag> <sent_us> <latency_us> <http status or "connect"> <message>
+//       refused <tag> <sent_us> <latency_us> <http status or "connect"> [retry-after=N] <message>
 //       unknown <tag> <sent_us> <latency_us> <message>
 //     Runs as whoever starts it: gpoold identifies the user by the socket's peer credentials.
 //
@@ -33,6 +33,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -217,8 +218,11 @@ int runSubmit(int argc, char** argv) {
           line = "ack " + tag + " " + std::to_string(id) + " " + std::to_string(sent) + " " +
                  std::to_string(latency);
         } else {
+          // A refusal for now (503) says when to try again: kept before the answer's body.
+          const std::optional<std::string> retry = r->header("Retry-After");
           line = "refused " + tag + " " + std::to_string(sent) + " " + std::to_string(latency) +
-                 " " + std::to_string(r->status) + " " + r->body;
+                 " " + std::to_string(r->status) + " " +
+                 (retry ? "retry-after=" + *retry + " " : std::string()) + r->body;
         }
         for (char& ch : line) {
           if (ch == '\n' || ch == '\r') ch = ' ';
