@@ -692,7 +692,8 @@ Status AgentLink::reapplyHealth(const std::string& node) {
 
 Status AgentLink::applyHealth(const std::string& node, const std::vector<HealthFinding>& findings) {
   // Per GPU: unhealthy when a finding says so; degraded for other warnings about the GPU
-  // itself (process and memory hygiene findings leave it as it is: the kill policy acts).
+  // itself (process and memory hygiene findings leave it as it is: the kill policy and the
+  // slice backstop act).
   std::map<std::string, std::pair<api::GpuHealth, std::string>> health;
   std::string node_reason;  // findings about the server itself
   for (const HealthFinding& f : findings) {
@@ -703,7 +704,7 @@ Status AgentLink::applyHealth(const std::string& node, const std::vector<HealthF
       continue;
     }
     if (f.check == "stray_process" || f.check == "dead_task_process" ||
-        f.check == "leaked_memory") {
+        f.check == "leaked_memory" || f.check == "slice_over_quota") {
       continue;
     }
     bool bad = f.unhealthy;
