@@ -320,6 +320,19 @@ protocol::TaskReport Agent::taskReport(const Tracked& t) const {
   return r;
 }
 
+protocol::SliceEnforcement Agent::sliceEnforcement() const {
+  protocol::SliceEnforcement s;
+  // Checked at every hello: an interposer installed or fixed later counts after a reconnect.
+  const std::string problem = preloadProblem(options_.interposer_path);
+  s.interposer = problem.empty();
+  s.backstop = options_.slice_backstop == AgentOptions::Backstop::kEnd;
+  s.detail =
+      s.interposer ? "interposer " + options_.interposer_path : "interposer not usable: " + problem;
+  s.detail += s.backstop ? "; backstop ends tasks over their quota"
+                         : "; backstop only reports (--slice-backstop report)";
+  return s;
+}
+
 json Agent::helloMessage() {
   seq_out_ = 0;
   last_seq_in_ = 0;
@@ -355,6 +368,7 @@ json Agent::helloMessage() {
   hello.node.agent_version = kAgentVersion;
   hello.node.os = std::string(u.sysname) + " " + u.release;
   hello.node.cgroup = layout.ok() ? std::string(cgroupModeName(layout->mode)) : "unknown";
+  hello.node.slices = sliceEnforcement();
   hello.gpus = inventoryMessage(inventory_);
   for (const auto& [name, t] : tasks_)
     hello.tasks.push_back(taskReport(t));

@@ -107,6 +107,8 @@ class Agent {
 
   // The `hello` for a new connection (also resets the per-connection sequence numbers).
   nlohmann::json helloMessage();
+  // How this node enforces slices, as the hello reports it (probes the interposer).
+  protocol::SliceEnforcement sliceEnforcement() const;
 
   // Takes one message from the controller; the answers and task updates go to the outbox.
   void handle(const nlohmann::json& msg);

@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   app.add_option("--slice-backstop", slice_backstop,
                  "what the agent does when a slice task's processes hold more GPU memory than its "
                  "quota (plus max(256 MiB, 10 %)): end (the task ends OUT_OF_MEMORY; default) or "
-                 "report (only a health finding)")
+                 "report (only a health finding; the node then does not count as enforcing "
+                 "slices)")
       ->check(CLI::IsMember({"end", "report"}));
   app.add_option("--hpc-job-mapping-dir", hpc_job_mapping_dir,
                  "write DCGM's HPC job mapping here (one file per GPU index listing its gpool "

@@ -36,6 +36,11 @@ api::Node apiNodeFrom(const protocol::Hello& hello) {
   n.labels = hello.node.labels;
   n.cpus_milli = hello.node.cpu_millis;
   n.ram_mib = hello.node.ram_mib;
+  // An agent that does not say how it enforces slices is taken not to.
+  n.slices = hello.node.slices
+                 ? api::SliceEnforcement{hello.node.slices->interposer, hello.node.slices->backstop,
+                                         hello.node.slices->detail}
+                 : api::SliceEnforcement{false, false, "the agent does not say"};
   std::map<uint32_t, size_t> by_index;
   for (const protocol::GpuInfo& g : hello.gpus.gpus) {
     api::Gpu gpu;

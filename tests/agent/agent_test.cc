@@ -4,7 +4,9 @@
 // supervisor's pidfd, a FIFO the task writes to), never sleeps.
 #include "agent/agent.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -680,6 +682,38 @@ TEST_F(AgentTest, SliceBackstopOnlyReportsByPolicy) {
   ASSERT_EQ(health.size(), 1u);
   EXPECT_EQ(health[0]["body"]["findings"][0]["action"], "reported");
   EXPECT_FALSE(isTerminal(launcher_->info("8.0")->status.state));
+}
+
+// Issue 20, item 3: the hello says whether the node enforces slices: an interposer a program
+// can be preloaded with, and the backstop's policy `end`.
+TEST_F(AgentTest, HelloSaysWhetherTheNodeEnforcesSlices) {
+  json slices = agent_->helloMessage()["body"]["node"]["slices"];
+  EXPECT_EQ(slices["interposer"], false) << slices;
+  EXPECT_EQ(slices["backstop"], true) << slices;
+  EXPECT_NE(slices["detail"].get<std::string>().find("no interposer configured"), std::string::npos)
+      << slices;
+
+  const std::string junk = tmp_.file("not-a-library.so");
+  ASSERT_TRUE(writeFileAtomically(junk, "not a shared library\n").isOk());
+  agent_ = newAgent(false, [&](AgentOptions& o) { o.interposer_path = junk; });
+  slices = agent_->helloMessage()["body"]["node"]["slices"];
+  EXPECT_EQ(slices["interposer"], false) << slices;
+  EXPECT_NE(slices["detail"].get<std::string>().find("cannot be preloaded"), std::string::npos)
+      << slices;
+
+  // Any library the loader takes will do here: the C library this test runs with.
+  Dl_info info{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&::getpid), &info), 0);
+  agent_ = newAgent(false, [&](AgentOptions& o) { o.interposer_path = info.dli_fname; });
+  slices = agent_->helloMessage()["body"]["node"]["slices"];
+  EXPECT_EQ(slices["interposer"], true) << slices;
+  EXPECT_EQ(slices["backstop"], true) << slices;
+
+  agent_ = newAgent(false, [&](AgentOptions& o) {
+    o.interposer_path = info.dli_fname;
+    o.slice_backstop = AgentOptions::Backstop::kReport;
+  });
+  EXPECT_EQ(agent_->helloMessage()["body"]["node"]["slices"]["backstop"], false);
 }
 
 // read_log (what gpoold relays for a task on another server) answers log_data with the bytes of

@@ -895,6 +895,32 @@ TEST_F(TwoNodePoolTest, ANodeWhoseAgentDiedGetsNoNewWork) {
       << job(id).dump();
 }
 
+// Issue 20, item 3 (December trial, features row 3b): an agent without --interposer took slice
+// jobs and ran them with nothing enforced, without a word. Its node now says it does not enforce
+// slices, and gpoold places no slice there (the job waits, saying why) while whole GPUs still run.
+TEST_F(AgentEndToEndTest, ASliceWaitsForANodeThatEnforcesSlices) {
+  auto nodes = http_->get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  json slices = json::parse(nodes->body)["nodes"][0]["slices"];
+  EXPECT_EQ(slices["enforced"], false) << slices;
+  EXPECT_EQ(slices["interposer"], false) << slices;
+  EXPECT_NE(slices["detail"].get<std::string>().find("no interposer configured"), std::string::npos)
+      << slices;
+  int64_t slice = submitAsUser("true", 250);
+  int64_t whole = submitAsUser("true", 1000);
+  ASSERT_GT(slice, 0);
+  ASSERT_GT(whole, 0);
+  ASSERT_TRUE(waitState(whole, "COMPLETED")) << job(whole).dump();
+  ASSERT_TRUE(eventually([&] {
+    return job(slice).value("reason_detail", "").find("slice_enforcement") != std::string::npos;
+  })) << job(slice).dump();
+  json j = job(slice);
+  EXPECT_EQ(j["state"], "PENDING") << j.dump();
+  EXPECT_EQ(j["reason"], "BadConstraints") << j.dump();
+  EXPECT_NE(j.value("reason_detail", "").find("only on nodes that enforce them"), std::string::npos)
+      << j.dump();
+}
+
 // Slices through the real daemons with the interposer (issue 20, items 1-3). The agent reads its
 // one GPU through NVML, the fake NVML, and the tasks reach the fake libcuda: both share one
 // simulated GPU state file, so the agent sees each process's allocations as NVML reports them.
@@ -1273,6 +1299,12 @@ TEST_F(ContainerJobTest, ARestartedAgentReadoptsARunningContainer) {
 // quota. The interposer cannot stop a program that does not load it; the agent's backstop,
 // which watches the GPU's processes through NVML, ends the task OUT_OF_MEMORY and says why.
 TEST_F(SliceEnforcementTest, ATaskThatShedsTheInterposerIsEndedOutOfMemory) {
+  // The node says it enforces slices: the interposer loads and the backstop ends tasks.
+  auto nodes = http_->get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  json slices = json::parse(nodes->body)["nodes"][0]["slices"];
+  EXPECT_EQ(slices["enforced"], true) << slices;
+
   const std::string out = dir_.file("hold");
   int64_t id = submitAsUser("env -u LD_PRELOAD " + client() + " direct hold 3072 > " + out, 250,
                             fakeGpuEnv(), 1024);
