@@ -220,6 +220,7 @@ Status Agent::writeAssignment(const Tracked& t) const {
          {"requeueable", t.requeueable},
          {"regions", t.regions},
          {"gpus", t.gpus},
+         {"slice_quota_mib", t.slice_quota_mib},
          {"sim", {{"share", t.sim_share}, {"load", t.sim_load}, {"memory_mib", t.sim_memory_mib}}}};
   std::string path = assignmentPath(t.info.name);
   std::string tmp = path + ".tmp";
@@ -266,6 +267,7 @@ Status Agent::start() {
           for (const json& g : j["gpus"])
             if (g.is_string()) t.gpus.push_back(g.get<std::string>());
         }
+        t.slice_quota_mib = j.value("slice_quota_mib", uint64_t{0});
         if (j.contains("sim") && j["sim"].is_object()) {
           t.sim_share = j["sim"].value("share", 1.0);
           t.sim_load = j["sim"].value("load", 1.0);
@@ -318,6 +320,19 @@ protocol::TaskReport Agent::taskReport(const Tracked& t) const {
   return r;
 }
 
+protocol::SliceEnforcement Agent::sliceEnforcement() const {
+  protocol::SliceEnforcement s;
+  // Checked at every hello: an interposer installed or fixed later counts after a reconnect.
+  const std::string problem = preloadProblem(options_.interposer_path);
+  s.interposer = problem.empty();
+  s.backstop = options_.slice_backstop == AgentOptions::Backstop::kEnd;
+  s.detail =
+      s.interposer ? "interposer " + options_.interposer_path : "interposer not usable: " + problem;
+  s.detail += s.backstop ? "; backstop ends tasks over their quota"
+                         : "; backstop only reports (--slice-backstop report)";
+  return s;
+}
+
 json Agent::helloMessage() {
   seq_out_ = 0;
   last_seq_in_ = 0;
@@ -348,6 +363,7 @@ json Agent::helloMessage() {
   hello.node.agent_version = kAgentVersion;
   hello.node.os = std::string(u.sysname) + " " + u.release;
   hello.node.cgroup = layout.ok() ? std::string(cgroupModeName(layout->mode)) : "unknown";
+  hello.node.slices = sliceEnforcement();
   hello.gpus = inventoryMessage(inventory_);
   const Micros sent = clock_.monotonic();
   for (auto& [name, t] : tasks_) {
@@ -743,6 +759,7 @@ void Agent::startTask(TaskEntry entry) {
     launch.slice->shm_path = path;
     launch.slice->interposer = options_.interposer_path;
     t.regions.push_back(path);
+    t.slice_quota_mib = launch.slice->memory_mib;
   }
   Status written = writeAssignment(t);
   if (!written.isOk()) return fail(written);
@@ -764,8 +781,8 @@ void Agent::startTask(TaskEntry entry) {
 }
 
 void Agent::stopTask(Tracked& t, StopReason reason, std::string why,
-                     std::optional<int64_t> grace_ms) {
-  Status s = launcher_.stop(t.info.name, reason, grace_ms);
+                     std::optional<int64_t> grace_ms, const std::string& detail) {
+  Status s = launcher_.stop(t.info.name, reason, grace_ms, detail);
   if (s.isOk() || s.code() == StatusCode::kFailedPrecondition) {
     t.stopping = reason;
     t.stop_reason = std::move(why);
@@ -904,6 +921,11 @@ void Agent::sampleAndCheck(TimePoint now) {
     f.message = sample.status().toString();
     findings.push_back(std::move(f));
   } else {
+    // The processes the backend measured; simulateTenants appends made-up ones after them,
+    // which the backstop must not act on.
+    std::vector<size_t> measured;
+    for (const gpu::GpuTelemetry& g : sample->gpus)
+      measured.push_back(g.processes.size());
     if (sample->simulated) simulateTenants(*sample);
     protocol::Telemetry telemetry = telemetryMessage(*sample);
     for (const gpu::Finding& f : gpu::checkHealth(inventory_, *sample, options_.health))
@@ -912,6 +934,7 @@ void Agent::sampleAndCheck(TimePoint now) {
     // running tasks are tagged with their job and task in the telemetry, so that the
     // controller attributes a shared GPU's memory to its tenants.
     gpu::GpuOwnership own;
+    std::map<std::string, uint64_t> held;  // slice task -> MiB its processes hold on its GPU
     for (size_t gi = 0; gi < sample->gpus.size(); ++gi) {
       const gpu::GpuTelemetry& g = sample->gpus[gi];
       for (size_t pi = 0; pi < g.processes.size(); ++pi) {
@@ -927,15 +950,33 @@ void Agent::sampleAndCheck(TimePoint now) {
             entry.job_id = t.assignment.job_id;
             entry.task = t.assignment.task;
           }
+          if (!ended && t.slice_quota_mib > 0 && pi < measured[gi] && !t.gpus.empty() &&
+              t.gpus[0] == g.uuid) {
+            held[name] += p.used_mib;
+          }
         }
       }
     }
     send(telemetry);
     std::vector<gpu::Finding> hygiene = gpu::findStrayProcesses(*sample, own, options_.hygiene);
     std::vector<gpu::Finding> lasting = strays_.update(hygiene, now);
+    // The backstop kills what stays unowned on a running slice's GPU even when strays are only
+    // reported elsewhere: such a process may be a task's own that escaped its process tree.
+    std::set<std::string> slice_gpus;
+    if (options_.slice_backstop == AgentOptions::Backstop::kEnd) {
+      for (const auto& [name, t] : tasks_) {
+        if (t.slice_quota_mib > 0 && !t.gpus.empty() && !isTerminal(t.info.status.state)) {
+          slice_gpus.insert(t.gpus[0]);
+        }
+      }
+    }
+    std::vector<gpu::Finding> to_kill;
+    for (const gpu::Finding& f : lasting) {
+      if (options_.kill_strays || slice_gpus.count(f.gpu_uuid)) to_kill.push_back(f);
+    }
     std::map<std::pair<std::string, int>, std::string> actions;
-    if (options_.kill_strays) {
-      for (const gpu::KillOutcome& k : gpu::killStrayProcesses(backend_, lasting)) {
+    if (!to_kill.empty()) {
+      for (const gpu::KillOutcome& k : gpu::killStrayProcesses(backend_, to_kill)) {
         actions[{k.gpu_uuid, k.pid}] = k.status.isOk() || k.status.code() == StatusCode::kNotFound
                                            ? "killed"
                                            : "kill failed: " + k.status.toString();
@@ -951,10 +992,44 @@ void Agent::sampleAndCheck(TimePoint now) {
       }
       findings.push_back(std::move(m));
     }
+    sliceBackstop(held, &findings);
   }
   if (findings != last_findings_) {
     last_findings_ = findings;
     send(protocol::Health{std::move(findings), toUnixMicros(now)});
+  }
+}
+
+void Agent::sliceBackstop(const std::map<std::string, uint64_t>& held,
+                          std::vector<protocol::Finding>* findings) {
+  for (const auto& [name, mib] : held) {
+    Tracked& t = tasks_.at(name);
+    const uint64_t tolerance = std::max(options_.backstop_tolerance_mib,
+                                        t.slice_quota_mib * options_.backstop_tolerance_pct / 100);
+    if (mib <= t.slice_quota_mib + tolerance) continue;
+    const gpu::GpuInfo* g = inventory_.findGpu(t.gpus[0]);
+    const std::string gpu_name =
+        "GPU " + (g != nullptr ? std::to_string(g->index) + " (" + g->uuid + ")" : t.gpus[0]);
+    const std::string reason = "GPU memory over the slice's quota: the task's processes held " +
+                               std::to_string(mib) + " MiB on " + gpu_name + ", its quota is " +
+                               std::to_string(t.slice_quota_mib) + " MiB (tolerance " +
+                               std::to_string(tolerance) + " MiB)";
+    protocol::Finding f;
+    f.check = "slice_over_quota";
+    f.severity = "warning";
+    f.gpu_uuid = t.gpus[0];
+    f.used_mib = static_cast<int64_t>(mib);
+    f.message = "task " + name + ": " + reason;
+    if (options_.slice_backstop == AgentOptions::Backstop::kEnd) {
+      if (!t.stopping) {
+        stopTask(t, StopReason::kOutOfMemory, "out_of_memory", std::nullopt,
+                 reason + "; ended by the agent's backstop");
+      }
+      f.action = "ended the task OUT_OF_MEMORY";
+    } else {
+      f.action = "reported";
+    }
+    findings->push_back(std::move(f));
   }
 }
 

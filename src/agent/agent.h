@@ -65,6 +65,16 @@ struct AgentOptions {
   // How long a process must stay unowned on a GPU before the kill policy acts on it.
   Micros stray_grace{30'000'000};
   bool kill_strays = false;
+  // The slice backstop (docs/agent.md, "Slice backstop"), which no task can unset: the GPU
+  // memory the processes of a slice task hold on its GPU (as NVML reports them) may exceed the
+  // slice's quota by max(backstop_tolerance_mib, quota * backstop_tolerance_pct / 100) (the
+  // driver's per-process context and page rounding); beyond that the task is ended
+  // OUT_OF_MEMORY (kEnd) or only reported (kReport). A process on a slice's GPU that belongs to no
+  // running task is killed after stray_grace (kEnd) or reported, whatever kill_strays says.
+  enum class Backstop { kEnd, kReport };
+  Backstop slice_backstop = Backstop::kEnd;
+  uint64_t backstop_tolerance_mib = 256;
+  uint32_t backstop_tolerance_pct = 10;
   gpu::HealthConfig health;
   gpu::HygieneConfig hygiene;
 };
@@ -101,6 +111,8 @@ class Agent {
 
   // The `hello` for a new connection (also resets the per-connection sequence numbers).
   nlohmann::json helloMessage();
+  // How this node enforces slices, as the hello reports it (probes the interposer).
+  protocol::SliceEnforcement sliceEnforcement() const;
 
   // Takes one message from the controller; the answers and task updates go to the outbox.
   void handle(const nlohmann::json& msg);
@@ -138,6 +150,7 @@ class Agent {
     std::optional<Micros> end_acknowledged;
     std::vector<std::string> regions;  // vgpu region files to delete at the end
     std::vector<std::string> gpus;     // the UUIDs of its GPUs
+    uint64_t slice_quota_mib = 0;      // a slice's memory quota on gpus[0]; 0: not a slice
     // What it does on simulated GPUs (simulateTenants): its compute share of each GPU, how
     // busy it keeps it and the memory it holds, from its slice and its declared load
     // (GPOOL_SIM_LOAD, GPOOL_SIM_MEMORY in its environment).
@@ -170,7 +183,10 @@ class Agent {
   void reconcileEntry(protocol::TaskEntry entry, int64_t seq);
   // Launches now when the lease allows, else queues it in pending_.
   void startTask(protocol::TaskEntry entry);
-  void stopTask(Tracked& t, StopReason reason, std::string why, std::optional<int64_t> grace_ms);
+  // Stops task `t`; `why` is the stop reason reported upstream ("cancelled", ...), `detail` the
+  // task's end reason when it is not the supervisor's own.
+  void stopTask(Tracked& t, StopReason reason, std::string why, std::optional<int64_t> grace_ms,
+                const std::string& detail = "");
   // Reads the launcher's status of every task and reports changes.
   void refreshTasks();
   void reportTask(Tracked& t);
@@ -190,6 +206,11 @@ class Agent {
   // Writes the lease as the fence now counts it into the lease file, for the supervisors.
   void publishLease();
   void sampleAndCheck(TimePoint now);
+  // The slice backstop over one sample: `held` is the GPU memory (MiB) the processes of each
+  // slice task hold on its GPU, as the backend measured it. Ends (or reports) the tasks over
+  // their quota plus tolerance; findings go to `findings`.
+  void sliceBackstop(const std::map<std::string, uint64_t>& held,
+                     std::vector<protocol::Finding>* findings);
 
   Status writeAssignment(const Tracked& t) const;
   std::string assignmentPath(const std::string& name) const;

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   std::string fixture;
   std::string vgpu_dir = "/run/gpool/vgpu";
   std::string interposer;
+  std::string slice_backstop = "end";
   std::string hpc_job_mapping_dir;
   std::string cgroup_parent = "gpool";
   bool no_cgroups = false;
@@ -95,6 +96,12 @@ int main(int argc, char** argv) {
   app.add_option("--fake-fixture", fixture, "play this GPU fixture (simulated GPUs)");
   app.add_option("--vgpu-dir", vgpu_dir, "where shared-slice regions are created");
   app.add_option("--interposer", interposer, "libgpool-vgpu.so to preload into slice tasks");
+  app.add_option("--slice-backstop", slice_backstop,
+                 "what the agent does when a slice task's processes hold more GPU memory than its "
+                 "quota (plus max(256 MiB, 10 %)): end (the task ends OUT_OF_MEMORY; default) or "
+                 "report (only a health finding; the node then does not count as enforcing "
+                 "slices)")
+      ->check(CLI::IsMember({"end", "report"}));
   app.add_option("--hpc-job-mapping-dir", hpc_job_mapping_dir,
                  "write DCGM's HPC job mapping here (one file per GPU index listing its gpool "
                  "jobs), for dcgm-exporter --hpc-job-mapping-dir");
@@ -229,6 +236,8 @@ int main(int argc, char** argv) {
   options.max_retained_tasks = static_cast<size_t>(task_retention_max);
   options.vgpu_dir = vgpu_dir;
   options.interposer_path = interposer;
+  options.slice_backstop = slice_backstop == "report" ? agent::AgentOptions::Backstop::kReport
+                                                      : agent::AgentOptions::Backstop::kEnd;
   options.hpc_job_mapping_dir = hpc_job_mapping_dir;
   // `gpool shell` enters running tasks through this socket (docs/launcher.md).
   agent::ShellServer shell_server(launcher);

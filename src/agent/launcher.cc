@@ -274,7 +274,8 @@ Result<TaskStatus> Launcher::wait(const std::string& name, std::chrono::millisec
   return info.status;
 }
 
-Status Launcher::stop(const std::string& name, StopReason reason, std::optional<int64_t> grace_ms) {
+Status Launcher::stop(const std::string& name, StopReason reason, std::optional<int64_t> grace_ms,
+                      const std::string& detail) {
   GPOOL_ASSIGN_OR_RETURN(TaskInfo info, refresh(name));
   if (isTerminal(info.status.state)) {
     return Status::failedPrecondition("task " + name + " has already ended " +
@@ -282,8 +283,10 @@ Status Launcher::stop(const std::string& name, StopReason reason, std::optional<
   }
   nlohmann::json control = {{"action", reason == StopReason::kCancel    ? "cancel"
                                        : reason == StopReason::kPreempt ? "preempt"
-                                                                        : "fence"}};
+                                       : reason == StopReason::kFence   ? "fence"
+                                                                        : "out_of_memory"}};
   if (grace_ms) control["grace_ms"] = *grace_ms;
+  if (!detail.empty()) control["reason"] = detail;
   GPOOL_RETURN_IF_ERROR(writeFileAtomically(info.dir + "/control.json", control.dump(), 0600));
   if (::kill(info.status.supervisor_pid, SIGUSR1) != 0) {
     if (errno == ESRCH) {

@@ -61,10 +61,11 @@ class Launcher {
   Result<TaskStatus> wait(const std::string& name, std::chrono::milliseconds timeout);
 
   // Asks the supervisor to stop the task: SIGTERM to the task now, SIGKILL after `grace_ms`
-  // (the launch's grace period when unset). The task ends CANCELLED (kCancel) or PREEMPTED
-  // (kPreempt, kFence). FailedPrecondition when the task is not running.
+  // (the launch's grace period when unset). The task ends CANCELLED (kCancel), PREEMPTED
+  // (kPreempt, kFence) or OUT_OF_MEMORY (kOutOfMemory), with `detail` as its reason when given.
+  // FailedPrecondition when the task is not running.
   Status stop(const std::string& name, StopReason reason,
-              std::optional<int64_t> grace_ms = std::nullopt);
+              std::optional<int64_t> grace_ms = std::nullopt, const std::string& detail = "");
 
   // Deletes the state directory of an ended task (after its end was reported upstream).
   Status remove(const std::string& name);

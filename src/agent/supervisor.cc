@@ -413,10 +413,11 @@ void Supervisor::readControl() {
     json j = json::parse(*text);
     std::string action = j.value("action", "cancel");
     int64_t grace = j.value("grace_ms", launch_.grace_ms);
-    StopReason reason = action == "preempt" ? StopReason::kPreempt
-                        : action == "fence" ? StopReason::kFence
-                                            : StopReason::kCancel;
-    stop(reason, grace, action + " requested");
+    StopReason reason = action == "preempt"         ? StopReason::kPreempt
+                        : action == "fence"         ? StopReason::kFence
+                        : action == "out_of_memory" ? StopReason::kOutOfMemory
+                                                    : StopReason::kCancel;
+    stop(reason, grace, j.value("reason", action + " requested"));
   } catch (const json::exception& e) {
     log(std::string("ignoring malformed control.json: ") + e.what());
   }
@@ -532,8 +533,9 @@ void Supervisor::finish() {
     status_.state = TaskState::kTimeout;
     status_.reason = "time limit of " + std::to_string(launch_.time_limit_ms) + " ms reached";
   } else if (stop_reason_) {
-    status_.state =
-        *stop_reason_ == StopReason::kCancel ? TaskState::kCancelled : TaskState::kPreempted;
+    status_.state = *stop_reason_ == StopReason::kCancel        ? TaskState::kCancelled
+                    : *stop_reason_ == StopReason::kOutOfMemory ? TaskState::kOutOfMemory
+                                                                : TaskState::kPreempted;
     status_.reason = stop_detail_;
   } else if (status_.signal == 0 && status_.exit_code == 0) {
     status_.state = TaskState::kCompleted;

@@ -1,8 +1,10 @@
 #include "agent/sys_util.h"
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -168,6 +170,49 @@ Status ensureGroupDirectory(const std::string& path, gid_t gid, mode_t mode) {
     return errnoStatus("cannot set the project directory's mode", path, errno);
   }
   return Status::ok();
+}
+
+std::string preloadProblem(const std::string& library) {
+  if (library.empty()) return "no interposer configured";
+  if (::access(library.c_str(), R_OK) != 0) return library + ": " + std::strerror(errno);
+  const char* program = ::access("/bin/true", X_OK) == 0 ? "/bin/true" : "/usr/bin/true";
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return std::string("cannot make a pipe: ") + std::strerror(errno);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  const std::string preload = "LD_PRELOAD=" + library;
+  char* argv[] = {const_cast<char*>(program), nullptr};
+  char* envp[] = {const_cast<char*>(preload.c_str()), nullptr};
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, program, &actions, nullptr, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  std::string said;
+  if (rc == 0) {
+    char buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || said.size() > 4096) break;
+      said.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fds[0]);
+  if (rc != 0) return std::string("cannot run ") + program + ": " + std::strerror(rc);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' '))
+    said.pop_back();
+  if (!said.empty()) return said;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return std::string(program) + " preloaded with " + library + " did not exit cleanly (status " +
+           std::to_string(status) + ")";
+  }
+  return "";
 }
 
 Status removeTree(const std::string& path) {

@@ -41,6 +41,12 @@ Status grantSearchToUser(const std::string& path, uid_t uid);
 // non-directory is FailedPrecondition.
 Status ensureGroupDirectory(const std::string& path, gid_t gid, mode_t mode);
 
+// Whether a program preloaded with the shared library `library` (LD_PRELOAD) starts as a task
+// would: runs /bin/true so and returns what went wrong (the dynamic loader's complaint, e.g.
+// "cannot be preloaded (invalid ELF header)", a missing file, a failed start), or "" when it
+// loaded cleanly. Runs a child process; call it off hot paths.
+std::string preloadProblem(const std::string& library);
+
 // Removes `path` and everything under it; OK when it does not exist.
 Status removeTree(const std::string& path);
 

@@ -115,8 +115,9 @@ std::string_view taskStateName(TaskState state);  // "RUNNING", "OUT_OF_MEMORY",
 Result<TaskState> parseTaskState(std::string_view name);
 bool isTerminal(TaskState state);
 
-// Why a running task is being stopped; decides the terminal state it ends in.
-enum class StopReason { kCancel, kPreempt, kFence };
+// Why a running task is being stopped; decides the terminal state it ends in. kOutOfMemory: the
+// agent's slice backstop found the task holding more GPU memory than its quota.
+enum class StopReason { kCancel, kPreempt, kFence, kOutOfMemory };
 
 // The durable record of one task: <task dir>/status.json, rewritten at every transition with
 // write-temp + fsync + rename so that a reader sees either the old or the new record, never a

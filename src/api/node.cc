@@ -253,6 +253,23 @@ Status fromJson(const json& j, Gpu* out, std::string_view path) {
   return r.finish();
 }
 
+json toJson(const SliceEnforcement& slices) {
+  return json{{"enforced", slices.enforced()},
+              {"interposer", slices.interposer},
+              {"backstop", slices.backstop},
+              {"detail", slices.detail}};
+}
+
+Status fromJson(const json& j, SliceEnforcement* out, std::string_view path) {
+  ObjectReader r(j, path);
+  bool enforced = false;  // derived from the other two; read so that toJson's output reads back
+  r.boolean("enforced", &enforced);
+  r.boolean("interposer", &out->interposer, Presence::kRequired);
+  r.boolean("backstop", &out->backstop, Presence::kRequired);
+  r.string("detail", &out->detail);
+  return r.finish();
+}
+
 json toJson(const Node& node) {
   json gpus = json::array();
   for (const Gpu& g : node.gpus)
@@ -266,6 +283,7 @@ json toJson(const Node& node) {
   putQuantity(j, "ram", Quantity::kMemoryMiB, node.ram_mib);
   if (node.last_seen) j["last_seen_us"] = toUnixMicros(*node.last_seen);
   if (!node.health_reason.empty()) j["health_reason"] = node.health_reason;
+  if (node.slices) j["slices"] = toJson(*node.slices);
   return j;
 }
 
@@ -280,6 +298,10 @@ Status fromJson(const json& j, Node* out, std::string_view path) {
   r.string("health_reason", &out->health_reason);
   r.objectList("gpus", &out->gpus, Presence::kOptional, 1024);
   r.optionalTime("last_seen_us", &out->last_seen);
+  if (r.has("slices")) {
+    out->slices.emplace();
+    r.object("slices", &*out->slices);
+  }
   if (r.ok()) {
     checkStatus(r, "name", validateNodeName(out->name));
     for (const auto& [key, value] : out->labels) {

@@ -123,6 +123,18 @@ Result<NodeState> parseNodeState(std::string_view text);
 bool isSchedulable(NodeState state);
 
 // One GPU server. Labels are free-form key=value pairs that job constraints match.
+// How a node holds GPU slices to their limits, as its agent reported it (docs/agent.md, "Slice
+// enforcement"): the interposer (memory quota, compute share) and the agent's backstop (ends a
+// task whose processes hold more GPU memory than its quota). gpoold places slices only on
+// nodes that enforce them.
+struct SliceEnforcement {
+  bool interposer = false;
+  bool backstop = false;
+  std::string detail;  // the interposer's path, or why it is not usable
+  bool enforced() const { return interposer && backstop; }
+  bool operator==(const SliceEnforcement&) const = default;
+};
+
 struct Node {
   std::string name;  // host name: [A-Za-z0-9._-], 1 to 253 characters
   std::map<std::string, std::string> labels;
@@ -135,6 +147,9 @@ struct Node {
   std::string health_reason;
   std::vector<Gpu> gpus;
   std::optional<TimePoint> last_seen;  // when the agent last reported
+  // Set from the agent's hello; nullopt for a node no agent has described (registered by hand,
+  // `gpoold --once`), which the scheduler does not hold to it.
+  std::optional<SliceEnforcement> slices;
   bool operator==(const Node&) const = default;
 
   // The GPU with `uuid`, or nullptr.
@@ -151,9 +166,11 @@ Status validateNodeGpus(const Node& node, std::string_view path = "node");
 
 nlohmann::json toJson(const GpuLink& link);
 nlohmann::json toJson(const Gpu& gpu);
+nlohmann::json toJson(const SliceEnforcement& slices);
 nlohmann::json toJson(const Node& node);
 Status fromJson(const nlohmann::json& j, GpuLink* out, std::string_view path = "link");
 Status fromJson(const nlohmann::json& j, Gpu* out, std::string_view path = "gpu");
+Status fromJson(const nlohmann::json& j, SliceEnforcement* out, std::string_view path = "slices");
 Status fromJson(const nlohmann::json& j, Node* out, std::string_view path = "node");
 
 }  // namespace gpool::api

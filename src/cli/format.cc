@@ -322,14 +322,19 @@ std::string formatNodes(const std::vector<api::Node>& nodes,
                     formatGpuCount(static_cast<uint32_t>(std::min<uint64_t>(free, UINT32_MAX))) +
                         "/" + std::to_string(u.slices),
                     formatCpuMillis(u.cpus_milli) + "/" + formatCpuMillis(node.cpus_milli),
-                    formatMemoryMiB(u.ram_mib) + "/" + formatMemoryMiB(node.ram_mib)});
+                    formatMemoryMiB(u.ram_mib) + "/" + formatMemoryMiB(node.ram_mib),
+                    !node.slices              ? "-"
+                    : node.slices->enforced() ? "enforced"
+                                              : "NO"});
   }
-  std::string out = formatTable(
-      {"NODE", "STATE", "GPUS", "SLICES(free/used)", "CPU(used/total)", "MEM(used/total)"}, rows,
-      {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight});
+  std::string out = formatTable({"NODE", "STATE", "GPUS", "SLICES(free/used)", "CPU(used/total)",
+                                 "MEM(used/total)", "SLICE_LIMITS"},
+                                rows,
+                                {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight,
+                                 Align::kRight, Align::kRight, Align::kLeft});
   if (simulated) out += "(some GPUs are simulated by the fake backend)\n";
   // What the agents found wrong with the servers themselves (a GPU missing, the driver), and
-  // the unhealthy GPUs, which get no work.
+  // the unhealthy GPUs, which get no work, and why a server takes no slices.
   for (const api::Node& node : nodes) {
     if (!node.health_reason.empty())
       out += terminalSafe(node.name + ": " + node.health_reason) + "\n";
@@ -338,6 +343,9 @@ std::string formatNodes(const std::vector<api::Node>& nodes,
       out += terminalSafe(node.name + ": GPU " + std::to_string(gpu.index) + " is unhealthy" +
                           (gpu.health_reason.empty() ? "" : ": " + gpu.health_reason)) +
              "\n";
+    }
+    if (node.slices && !node.slices->enforced()) {
+      out += terminalSafe(node.name + ": takes no GPU slices: " + node.slices->detail) + "\n";
     }
   }
   return out;

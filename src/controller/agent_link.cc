@@ -36,6 +36,11 @@ api::Node apiNodeFrom(const protocol::Hello& hello) {
   n.labels = hello.node.labels;
   n.cpus_milli = hello.node.cpu_millis;
   n.ram_mib = hello.node.ram_mib;
+  // An agent that does not say how it enforces slices is taken not to.
+  n.slices = hello.node.slices
+                 ? api::SliceEnforcement{hello.node.slices->interposer, hello.node.slices->backstop,
+                                         hello.node.slices->detail}
+                 : api::SliceEnforcement{false, false, "the agent does not say"};
   std::map<uint32_t, size_t> by_index;
   for (const protocol::GpuInfo& g : hello.gpus.gpus) {
     api::Gpu gpu;
@@ -694,7 +699,8 @@ Status AgentLink::reapplyHealth(const std::string& node) {
 
 Status AgentLink::applyHealth(const std::string& node, const std::vector<HealthFinding>& findings) {
   // Per GPU: unhealthy when a finding says so; degraded for other warnings about the GPU
-  // itself (process and memory hygiene findings leave it as it is: the kill policy acts).
+  // itself (process and memory hygiene findings leave it as it is: the kill policy and the
+  // slice backstop act).
   std::map<std::string, std::pair<api::GpuHealth, std::string>> health;
   std::string node_reason;  // findings about the server itself
   for (const HealthFinding& f : findings) {
@@ -705,7 +711,7 @@ Status AgentLink::applyHealth(const std::string& node, const std::vector<HealthF
       continue;
     }
     if (f.check == "stray_process" || f.check == "dead_task_process" ||
-        f.check == "leaked_memory") {
+        f.check == "leaked_memory" || f.check == "slice_over_quota") {
       continue;
     }
     bool bad = f.unhealthy;

@@ -64,6 +64,10 @@ std::vector<AlertRule> defaultAlertRules() {
                "The oldest pending job (held and dependent jobs aside) has waited too long."),
       makeRule("store_errors", "StoreErrors", "critical", 0, 0, Micros(0), minutes(5),
                "gpoold failed to read or write its store."),
+      makeRule("slice_unenforced", "SliceNotEnforced", "warning", 0, 0, Micros(0), minutes(1),
+               "A GPU slice runs on a server that does not hold slices to their limits (no "
+               "loadable interposer, or the agent's backstop only reports): its memory quota "
+               "and compute share are not enforced."),
   };
 }
 
@@ -328,7 +332,9 @@ std::vector<AlertCondition> AlertMonitor::conditions() {
   if (sources_.registry) nodes = sources_.registry->nodes();
   std::map<std::string, const api::Gpu*> gpus;  // by UUID
   std::map<std::string, std::string> node_of;   // GPU UUID -> node
+  std::map<std::string, const api::Node*> by_name;
   for (const api::Node& n : nodes) {
+    by_name[n.name] = &n;
     for (const api::Gpu& g : n.gpus) {
       gpus[g.uuid] = &g;
       node_of[g.uuid] = n.name;
@@ -379,6 +385,24 @@ std::vector<AlertCondition> AlertMonitor::conditions() {
                 std::to_string(r.ecc_uncorrected.value_or(0)) + " uncorrected and " +
                 std::to_string(r.ecc_corrected.value_or(0)) + " corrected ECC errors",
             double(r.ecc_uncorrected.value_or(0)));
+      }
+    }
+    // A slice placed before its node stopped enforcing slices (an agent restarted without its
+    // interposer, or with --slice-backstop report) runs with nothing holding it to its limits.
+    const auto node_it = by_name.find(r.node);
+    const api::Node* node = node_it == by_name.end() ? nullptr : node_it->second;
+    if (node != nullptr && node->slices && !node->slices->enforced()) {
+      for (const GpuTenant& t : s.tenants) {
+        if (t.exclusive) continue;
+        add("slice_unenforced",
+            {{"Hostname", r.node},
+             {"hpc_job", std::to_string(t.job_id)},
+             {"task", std::to_string(t.task)},
+             {"user", t.user}},
+            "job " + std::to_string(t.job_id) + " task " + std::to_string(t.task) + " of " +
+                t.user + " runs as a GPU slice on " + r.node +
+                ", which does not enforce slices: " + node->slices->detail,
+            1);
       }
     }
     for (const GpuTenant& t : s.tenants) {

@@ -57,6 +57,8 @@ struct AlertRule {
 //   queue_blocked      the oldest pending job (reasons other than holds and dependencies) has
 //                      waited longer than threshold seconds (3600)
 //   store_errors       the store failed (job-count reads) since the previous evaluation
+//   slice_unenforced   a GPU slice runs on a node that does not enforce slices (its agent
+//                      reports no loadable interposer, or a backstop that only reports)
 std::vector<AlertRule> defaultAlertRules();
 
 // Something a rule finds true now. `labels` identify what it is about (Hostname, gpu, UUID,

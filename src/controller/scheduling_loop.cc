@@ -53,6 +53,7 @@ sched::Node schedNodeFor(const api::Node& node) {
   out.cpu_total_millis = out.cpu_free_millis = node.cpus_milli;
   out.ram_total_mib = out.ram_free_mib = node.ram_mib;
   out.schedulable = api::isSchedulable(node.state);
+  out.enforces_slices = !node.slices || node.slices->enforced();
   for (const api::Gpu& gpu : node.gpus) {
     sched::Gpu g;
     g.index = gpu.index;

@@ -155,6 +155,18 @@ std::string taskName(const Assignment& a) {
 
 // ---- hello
 
+Status fromJson(const json& j, SliceEnforcement* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.boolean("interposer", &out->interposer, Presence::kRequired);
+  r.boolean("backstop", &out->backstop, Presence::kRequired);
+  r.string("detail", &out->detail);
+  return r.finish();
+}
+
+json toJson(const SliceEnforcement& s) {
+  return json{{"interposer", s.interposer}, {"backstop", s.backstop}, {"detail", s.detail}};
+}
+
 Status fromJson(const json& j, NodeInfo* out, std::string_view path) {
   ObjectReader r(j, path);
   r.string("name", &out->name, Presence::kRequired);
@@ -165,14 +177,20 @@ Status fromJson(const json& j, NodeInfo* out, std::string_view path) {
   r.string("agent_version", &out->agent_version);
   r.string("os", &out->os);
   r.string("cgroup", &out->cgroup);
+  if (r.has("slices")) {
+    out->slices.emplace();
+    r.object("slices", &*out->slices);
+  }
   return r.finish();
 }
 
 json toJson(const NodeInfo& n) {
-  return json{{"name", n.name},       {"hostname", n.hostname},
-              {"labels", n.labels},   {"cpu_millis", n.cpu_millis},
-              {"ram_mib", n.ram_mib}, {"agent_version", n.agent_version},
-              {"os", n.os},           {"cgroup", n.cgroup}};
+  json j{{"name", n.name},       {"hostname", n.hostname},
+         {"labels", n.labels},   {"cpu_millis", n.cpu_millis},
+         {"ram_mib", n.ram_mib}, {"agent_version", n.agent_version},
+         {"os", n.os},           {"cgroup", n.cgroup}};
+  if (n.slices) j["slices"] = toJson(*n.slices);
+  return j;
 }
 
 Status fromJson(const json& j, MigInstance* out, std::string_view path) {

@@ -86,6 +86,18 @@ std::string taskName(int64_t job_id, uint32_t task);
 // Agent -> controller
 
 // hello.node
+// hello.node.slices: how the node holds GPU slices to their limits (docs/agent.md, "Slice
+// enforcement"). A node enforces them when both are true; gpoold places slices only there.
+struct SliceEnforcement {
+  bool interposer = false;  // an interposer is configured and a process preloaded with it starts
+  bool backstop = false;    // the agent ends slice tasks holding more than their quota
+  std::string detail;       // for people: the interposer's path, or why it is not usable
+
+  bool operator==(const SliceEnforcement&) const = default;
+};
+Status fromJson(const nlohmann::json& j, SliceEnforcement* out, std::string_view path);
+nlohmann::json toJson(const SliceEnforcement& s);
+
 struct NodeInfo {
   std::string name;      // required; the controller checks it as a node name
   std::string hostname;  // how the other servers reach it (a multi-task job's MASTER_ADDR)
@@ -95,6 +107,8 @@ struct NodeInfo {
   std::string agent_version;
   std::string os;
   std::string cgroup;
+  // Absent from an agent older than the field: gpoold counts such a node as not enforcing.
+  std::optional<SliceEnforcement> slices;
 
   bool operator==(const NodeInfo&) const = default;
 };

@@ -58,6 +58,9 @@ struct Node {
   uint64_t ram_free_mib = 0;
   // False for drained/down servers: nothing new is placed there, running work stays.
   bool schedulable = true;
+  // False for servers that cannot hold a GPU slice to its limits (no loadable interposer, or
+  // no backstop): no slice is placed there; whole GPUs are.
+  bool enforces_slices = true;
   std::vector<std::string> datasets;  // datasets already cached on this server
   std::vector<Gpu> gpus;
   // Row-major gpus.size() x gpus.size() matrix; empty means unknown (every pair kCrossSocket,

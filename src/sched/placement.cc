@@ -125,6 +125,7 @@ std::vector<std::string> staticMismatches(const Node& node, const TaskRequest& t
   if (node.cpu_total_millis < task.cpu_millis) out.push_back("cpu");
   if (node.ram_total_mib < task.ram_mib) out.push_back("ram");
   if (task.gpus == 0) return out;
+  if (task.isSlice() && !node.enforces_slices) out.push_back("slice_enforcement");
   const Constraints& c = task.constraints;
   bool model = false, capability = false, cuda = false, memory = false;
   uint32_t eligible = 0;
@@ -255,6 +256,7 @@ bool fitsNow(const Node& node, const TaskRequest& task) {
     if (it == node.labels.end() || it->second != value) return false;
   }
   if (task.gpus == 0) return true;
+  if (task.isSlice() && !node.enforces_slices) return false;
   uint32_t needed = task.isSlice() ? 1 : task.wholeGpus();
   uint32_t have = 0;
   for (const Gpu& g : node.gpus) {
@@ -641,6 +643,11 @@ void explainFailure(const ClusterState& cluster, const PlacementRequest& request
       for (const auto& x : always)
         names += (names.empty() ? "" : ", ") + x;
       out->explanation += "no node satisfies " + names;
+    }
+    if (always.count("slice_enforcement")) {
+      out->explanation +=
+          " (GPU slices run only on nodes that enforce them: a loadable interposer and the "
+          "agent's backstop; `gpool nodes` shows each node's SLICES)";
     }
     return;
   }

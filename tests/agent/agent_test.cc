@@ -4,12 +4,15 @@
 // supervisor's pidfd, a FIFO the task writes to), never sleeps.
 #include "agent/agent.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,18 +79,17 @@ class AgentTest : public ::testing::Test {
     if (!parent_.empty()) testing::removeCgroupParent(layout_, parent_);
   }
 
+  // `tweak` adjusts the options a test cares about before the agent starts.
   std::unique_ptr<Agent> newAgent(bool kill_strays = false,
-                                  Micros task_retention = std::chrono::hours(24),
-                                  size_t max_retained_tasks = 10'000) {
+                                  const std::function<void(AgentOptions&)>& tweak = {}) {
     AgentOptions o;
-    o.task_retention = task_retention;
-    o.max_retained_tasks = max_retained_tasks;
     o.node_name = "node-a";
     o.hpc_job_mapping_dir = tmp_.file("hpc-jobs");
     o.state_dir = tmp_.file("agent");
     o.vgpu_dir = tmp_.file("vgpu");
     o.stray_grace = Micros(30'000'000);
     o.kill_strays = kill_strays;
+    if (tweak) tweak(o);
     auto a = std::make_unique<Agent>(o, *backend_, *launcher_, clock_);
     Status s = a->start();
     EXPECT_TRUE(s.isOk()) << s.toString();
@@ -455,7 +457,7 @@ TEST_F(AgentTest, ReconnectReadoptsRunningTasksAndReReportsExits) {
 // has acknowledged its end (`task_ack`: committed to its store) and the retention has passed;
 // never before the acknowledgement, however long, whatever else the controller answers.
 TEST_F(AgentTest, EndedTaskDirectoriesAreRemovedOnceAcknowledgedAndRetained) {
-  agent_ = newAgent(false, Micros(10'000'000));
+  agent_ = newAgent(false, [](AgentOptions& o) { o.task_retention = Micros(10'000'000); });
   welcome(*agent_);
   agent_->handle(desired({entry(1, 1, {"exit", "0"}), entry(2, 1, {"wait"})}));
   waitEnd("1.0");
@@ -506,7 +508,7 @@ TEST_F(AgentTest, AtMostTheRetentionMaximumOfEndedTasksIsKept) {
   agent_->handle(desired({entry(1, 1, {"exit", "0"}), entry(2, 1, {"exit", "0"})}));
   waitEnd("2.0");
   agent_.reset();
-  agent_ = newAgent(false, std::chrono::hours(24), 1);
+  agent_ = newAgent(false, [](AgentOptions& o) { o.max_retained_tasks = 1; });
   json hello = agent_->helloMessage();
   ASSERT_EQ(hello["body"]["tasks"].size(), 2u);
   welcome(*agent_, 2);
@@ -676,6 +678,102 @@ TEST_F(AgentTest, SliceTaskGetsAVgpuRegion) {
   EXPECT_NE(::stat((region + ".limits").c_str(), &st), 0);
   EXPECT_NE(::stat((region + ".usage").c_str(), &st), 0);
   EXPECT_NE(::stat(tmp_.file("vgpu/6.0").c_str(), &st), 0);
+}
+
+// Issue 20, item 2: the backstop counts what NVML says a slice task's processes hold on its GPU.
+// Over the quota plus the tolerance (2048 MiB against 1024 + 256) the task is ended OUT_OF_MEMORY
+// with a reason naming both; exactly at the limit it is left alone. A process on a slice's GPU
+// that belongs to no task is killed after the stray grace, though the stray policy only reports.
+TEST_F(AgentTest, SliceBackstopEndsATaskOverItsQuotaAndKillsStraysOnItsGpu) {
+  welcome(*agent_);
+  json over = entry(8, 1, {"wait"});
+  over["launch"]["slice"] = {{"memory_mib", 1024}, {"compute_milli", 250}};
+  json at_limit = entry(9, 1, {"wait"});
+  at_limit["launch"]["slice"] = {{"memory_mib", 1024}, {"compute_milli", 250}};
+  at_limit["launch"]["gpus"] = {"GPU-agent-test-1"};
+  agent_->handle(desired({over, at_limit}));
+  const int over_pid = launcher_->info("8.0")->status.task_pid;
+  const int at_limit_pid = launcher_->info("9.0")->status.task_pid;
+  ASSERT_GT(over_pid, 0);
+  ASSERT_GT(at_limit_pid, 0);
+  ASSERT_TRUE(backend_->startProcess("GPU-agent-test-0", over_pid, 2048).isOk());
+  ASSERT_TRUE(backend_->startProcess("GPU-agent-test-1", at_limit_pid, 1024 + 256).isOk());
+  agent_->tick();
+  TaskStatus end = waitEnd("8.0");
+  EXPECT_EQ(end.state, TaskState::kOutOfMemory);
+  for (const char* part : {"held 2048 MiB on GPU 0 (GPU-agent-test-0)", "its quota is 1024 MiB",
+                           "tolerance 256 MiB", "backstop"}) {
+    EXPECT_NE(end.reason.find(part), std::string::npos) << end.reason;
+  }
+  std::vector<json> health = take(*agent_, "health");
+  ASSERT_EQ(health.size(), 1u);
+  json findings = health[0]["body"]["findings"];
+  ASSERT_EQ(findings.size(), 1u) << findings;
+  EXPECT_EQ(findings[0]["check"], "slice_over_quota");
+  EXPECT_EQ(findings[0]["used_mib"], 2048);
+  EXPECT_EQ(findings[0]["action"], "ended the task OUT_OF_MEMORY");
+  EXPECT_FALSE(isTerminal(launcher_->info("9.0")->status.state));
+
+  const int stray = 4'000'001;
+  ASSERT_TRUE(backend_->startProcess("GPU-agent-test-1", stray, 100).isOk());
+  clock_.advance(Micros(10'000'000));
+  agent_->tick();
+  EXPECT_TRUE(backend_->kills().empty());  // within the grace period
+  clock_.advance(Micros(31'000'000));
+  agent_->tick();
+  ASSERT_EQ(backend_->kills().size(), 1u);
+  EXPECT_EQ(backend_->kills()[0].pid, stray);
+  EXPECT_FALSE(isTerminal(launcher_->info("9.0")->status.state));
+}
+
+// With --slice-backstop report the task keeps running and the finding says so.
+TEST_F(AgentTest, SliceBackstopOnlyReportsByPolicy) {
+  agent_ =
+      newAgent(false, [](AgentOptions& o) { o.slice_backstop = AgentOptions::Backstop::kReport; });
+  welcome(*agent_);
+  json over = entry(8, 1, {"wait"});
+  over["launch"]["slice"] = {{"memory_mib", 1024}, {"compute_milli", 250}};
+  agent_->handle(desired({over}));
+  ASSERT_TRUE(
+      backend_->startProcess("GPU-agent-test-0", launcher_->info("8.0")->status.task_pid, 4096)
+          .isOk());
+  agent_->tick();
+  std::vector<json> health = take(*agent_, "health");
+  ASSERT_EQ(health.size(), 1u);
+  EXPECT_EQ(health[0]["body"]["findings"][0]["action"], "reported");
+  EXPECT_FALSE(isTerminal(launcher_->info("8.0")->status.state));
+}
+
+// Issue 20, item 3: the hello says whether the node enforces slices: an interposer a program
+// can be preloaded with, and the backstop's policy `end`.
+TEST_F(AgentTest, HelloSaysWhetherTheNodeEnforcesSlices) {
+  json slices = agent_->helloMessage()["body"]["node"]["slices"];
+  EXPECT_EQ(slices["interposer"], false) << slices;
+  EXPECT_EQ(slices["backstop"], true) << slices;
+  EXPECT_NE(slices["detail"].get<std::string>().find("no interposer configured"), std::string::npos)
+      << slices;
+
+  const std::string junk = tmp_.file("not-a-library.so");
+  ASSERT_TRUE(writeFileAtomically(junk, "not a shared library\n").isOk());
+  agent_ = newAgent(false, [&](AgentOptions& o) { o.interposer_path = junk; });
+  slices = agent_->helloMessage()["body"]["node"]["slices"];
+  EXPECT_EQ(slices["interposer"], false) << slices;
+  EXPECT_NE(slices["detail"].get<std::string>().find("cannot be preloaded"), std::string::npos)
+      << slices;
+
+  // Any library the loader takes will do here: the C library this test runs with.
+  Dl_info info{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&::getpid), &info), 0);
+  agent_ = newAgent(false, [&](AgentOptions& o) { o.interposer_path = info.dli_fname; });
+  slices = agent_->helloMessage()["body"]["node"]["slices"];
+  EXPECT_EQ(slices["interposer"], true) << slices;
+  EXPECT_EQ(slices["backstop"], true) << slices;
+
+  agent_ = newAgent(false, [&](AgentOptions& o) {
+    o.interposer_path = info.dli_fname;
+    o.slice_backstop = AgentOptions::Backstop::kReport;
+  });
+  EXPECT_EQ(agent_->helloMessage()["body"]["node"]["slices"]["backstop"], false);
 }
 
 // read_log (what gpoold relays for a task on another server) answers log_data with the bytes of

@@ -117,6 +117,7 @@ TEST(FormatNodes, GpusSlicesCpuAndMemory) {
     gpu.memory_mib = 81920;
     a.gpus.push_back(gpu);
   }
+  a.slices = api::SliceEnforcement{true, true, "interposer /usr/lib/gpool/libgpool-vgpu.so"};
   api::Node b = a;
   b.name = "gpu-02";
   b.state = api::NodeState::kDrained;
@@ -125,6 +126,7 @@ TEST(FormatNodes, GpusSlicesCpuAndMemory) {
   b.gpus[0].model = "H100";
   b.gpus[0].simulated = true;
   b.health_reason = "3 GPUs found, 4 expected";
+  b.slices = api::SliceEnforcement{false, true, "interposer not usable: no interposer configured"};
   api::Job one = runningJob(1, "gpu-01", kT0);
   api::Job two = runningJob(2, "gpu-01", kT0);
   api::Job ended = runningJob(3, "gpu-01", kT0);
@@ -135,13 +137,14 @@ TEST(FormatNodes, GpusSlicesCpuAndMemory) {
   EXPECT_EQ(usage[0].second.slices, 2u);
   EXPECT_EQ(formatNodes({a, b}, usage),
             "NODE    STATE                  GPUS     SLICES(free/used)  CPU(used/total)  "
-            "MEM(used/total)\n"
+            "MEM(used/total)  SLICE_LIMITS\n"
             "gpu-01  MIXED                  2x A100                1/2             8/64         "
-            "16G/512G\n"
+            "16G/512G  enforced\n"
             "gpu-02  DRAINED (maintenance)  1x H100                0/0             0/64          "
-            "0M/512G\n"
+            "0M/512G  NO\n"
             "(some GPUs are simulated by the fake backend)\n"
-            "gpu-02: 3 GPUs found, 4 expected\n");
+            "gpu-02: 3 GPUs found, 4 expected\n"
+            "gpu-02: takes no GPU slices: interposer not usable: no interposer configured\n");
 }
 
 }  // namespace

@@ -173,6 +173,11 @@ class AgentEndToEndTest : public ::testing::Test {
   // More [controller] keys for gpoold.toml, and more sections after it.
   virtual std::string extraConfig() const { return ""; }
   virtual std::string extraSections() const { return ""; }
+  // Where the agent's GPUs come from: a fixture played by the fake backend, or (no arguments)
+  // NVML, which agentEnv() may point at the fake NVML.
+  virtual std::vector<std::string> agentBackendArgs() { return {"--fake-fixture", fixture()}; }
+  // NAME=VALUE pairs added to the agent's environment.
+  virtual std::vector<std::string> agentEnv() const { return {}; }
   // The agent's GPUs.
   virtual std::string fixture() {
     return std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
@@ -218,19 +223,20 @@ class AgentEndToEndTest : public ::testing::Test {
   // The agent's flags beyond the common ones: no cgroups unless a test needs them.
   virtual std::vector<std::string> agentFlags() const { return {"--no-cgroups"}; }
   void startAgent() {
-    std::vector<std::string> args = {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent",
-                                     "--node",
-                                     "n1",
-                                     "--unix-socket",
-                                     socket_,
-                                     "--state-dir",
-                                     dir_.file("state"),
-                                     "--fake-fixture",
-                                     fixture(),
-                                     "--supervisor",
-                                     std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
-                                     "--vgpu-dir",
-                                     dir_.file("vgpu")};
+    std::vector<std::string> args;
+    if (!agentEnv().empty()) args.push_back("/usr/bin/env");
+    for (const std::string& e : agentEnv())
+      args.push_back(e);
+    for (const std::string& a :
+         {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", std::string("--node"),
+          std::string("n1"), std::string("--unix-socket"), socket_, std::string("--state-dir"),
+          dir_.file("state"), std::string("--supervisor"),
+          std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor", std::string("--vgpu-dir"),
+          dir_.file("vgpu")}) {
+      args.push_back(a);
+    }
+    for (const std::string& a : agentBackendArgs())
+      args.push_back(a);
     for (const std::string& f : agentFlags())
       args.push_back(f);
     agent_ = spawn(args, false);
@@ -897,15 +903,54 @@ TEST_F(TwoNodePoolTest, ANodeWhoseAgentDiedGetsNoNewWork) {
       << job(id).dump();
 }
 
-// Slices through the real daemons with the interposer (issue 20, items 1-3). The tasks reach the
-// fake libcuda and fake NVML through LD_LIBRARY_PATH and share one simulated GPU state file.
+// Issue 20, item 3 (December trial, features row 3b): an agent without --interposer took slice
+// jobs and ran them with nothing enforced, without a word. Its node now says it does not enforce
+// slices, and gpoold places no slice there (the job waits, saying why) while whole GPUs still run.
+TEST_F(AgentEndToEndTest, ASliceWaitsForANodeThatEnforcesSlices) {
+  auto nodes = http_->get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  json slices = json::parse(nodes->body)["nodes"][0]["slices"];
+  EXPECT_EQ(slices["enforced"], false) << slices;
+  EXPECT_EQ(slices["interposer"], false) << slices;
+  EXPECT_NE(slices["detail"].get<std::string>().find("no interposer configured"), std::string::npos)
+      << slices;
+  int64_t slice = submitAsUser("true", 250);
+  int64_t whole = submitAsUser("true", 1000);
+  ASSERT_GT(slice, 0);
+  ASSERT_GT(whole, 0);
+  ASSERT_TRUE(waitState(whole, "COMPLETED")) << job(whole).dump();
+  ASSERT_TRUE(eventually([&] {
+    return job(slice).value("reason_detail", "").find("slice_enforcement") != std::string::npos;
+  })) << job(slice).dump();
+  json j = job(slice);
+  EXPECT_EQ(j["state"], "PENDING") << j.dump();
+  EXPECT_EQ(j["reason"], "BadConstraints") << j.dump();
+  EXPECT_NE(j.value("reason_detail", "").find("only on nodes that enforce them"), std::string::npos)
+      << j.dump();
+}
+
+// Slices through the real daemons with the interposer (issue 20, items 1-3). The agent reads its
+// one GPU through NVML, the fake NVML, and the tasks reach the fake libcuda: both share one
+// simulated GPU state file, so the agent sees each process's allocations as NVML reports them.
 class SliceEnforcementTest : public AgentEndToEndTest {
  protected:
   void SetUp() override {
     if (::access(interposer().c_str(), R_OK) != 0) {
       GTEST_SKIP() << "no interposer built (no CUDA headers): " << interposer();
     }
+    // Made before anyone maps it, writable by the tasks' user.
+    const std::string state = dir_.file("fake-gpu-state");
+    std::ofstream(state).flush();
+    ::chmod(state.c_str(), 0666);
     AgentEndToEndTest::SetUp();
+  }
+  std::string extraConfig() const override { return "telemetry_interval = \"1s\"\n"; }
+  std::vector<std::string> agentBackendArgs() override { return {}; }
+  std::vector<std::string> agentEnv() const override {
+    std::vector<std::string> env;
+    for (const auto& [k, v] : fakeGpuEnv())
+      env.push_back(k + "=" + v);
+    return env;
   }
   static std::string interposer() {
     return std::string(GPOOL_BINARY_DIR) + "/src/vgpu/libgpool-vgpu.so";
@@ -1869,6 +1914,29 @@ TEST_F(HaTakeoverProfileTest, RepeatedTakeoversUnderLoad) {
     return t.size() == 1 && !t[task].empty() && t[task].back() > last_kill_ns + 1'000'000'000;
   }));
   EXPECT_EQ(::kill(task, 0), 0) << "the task stopped";
+}
+
+// The December trial's `env -u LD_PRELOAD prog` inside a slice job took 15 GiB against a 4 GiB
+// quota. The interposer cannot stop a program that does not load it; the agent's backstop,
+// which watches the GPU's processes through NVML, ends the task OUT_OF_MEMORY and says why.
+TEST_F(SliceEnforcementTest, ATaskThatShedsTheInterposerIsEndedOutOfMemory) {
+  // The node says it enforces slices: the interposer loads and the backstop ends tasks.
+  auto nodes = http_->get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  json slices = json::parse(nodes->body)["nodes"][0]["slices"];
+  EXPECT_EQ(slices["enforced"], true) << slices;
+
+  const std::string out = dir_.file("hold");
+  int64_t id = submitAsUser("env -u LD_PRELOAD " + client() + " direct hold 3072 > " + out, 250,
+                            fakeGpuEnv(), 1024);
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(waitState(id, "OUT_OF_MEMORY")) << job(id).dump() << "\n" << slurp(out);
+  // It did get past the interposer: the fake driver gave it all 3 GiB.
+  EXPECT_EQ(slurp(out), "held_mib 3072\n");
+  const std::string reason = job(id).value("reason", "");
+  for (const char* part : {"held 3", "its quota is 1024 MiB", "tolerance 256 MiB", "backstop"}) {
+    EXPECT_NE(reason.find(part), std::string::npos) << "'" << part << "' not in: " << reason;
+  }
 }
 
 }  // namespace

@@ -311,6 +311,22 @@ TEST_F(AlertsTest, EveryRuleFiresAndResolvesAndTheWebhookReceivesThemAlsoAfterBe
          ASSERT_TRUE(metrics_->refreshJobStats().isOk());
        }},
       {"store_errors", [&] { store_errors_ += 3; }, [] {}},
+      // Issue 20, item 3: a slice on a node whose agent says it does not enforce slices; a whole
+      // GPU there, or the slice once the node enforces them again, raises nothing.
+      {"slice_unenforced",
+       [&] {
+         api::Node lax = makeNode("gpu-01", 4);
+         lax.slices = api::SliceEnforcement{false, true, "interposer not usable: not configured"};
+         ASSERT_TRUE(registry_->registerNode(lax).ok());
+         ingest(reading(40), {{8, 0, 1000, true, 0, "bob", "ml", 0},
+                              {9, 0, 250, false, 0, "alice", "ml", 4096}});
+       },
+       [&] {
+         api::Node strict = makeNode("gpu-01", 4);
+         strict.slices = api::SliceEnforcement{true, true, "interposer /usr/lib/libgpool-vgpu.so"};
+         ASSERT_TRUE(registry_->registerNode(strict).ok());
+         ingest(reading(40), {{9, 0, 250, false, 0, "alice", "ml", 4096}});
+       }},
   };
   ASSERT_EQ(cases.size(), rules_.size()) << "a rule without a case";
 
@@ -385,6 +401,15 @@ TEST_F(AlertsTest, EveryRuleFiresAndResolvesAndTheWebhookReceivesThemAlsoAfterBe
             a.rule == "stray_process";
   }
   EXPECT_TRUE(named);
+  // The slice alert names the job, not the whole GPU's tenant beside it.
+  bool slice_named = false;
+  for (const auto& a : *strays) {
+    if (a.rule != "slice_unenforced") continue;
+    json labels = json::parse(a.labels_json);
+    EXPECT_EQ(labels["hpc_job"], "9") << a.labels_json;
+    slice_named = labels["user"] == "alice";
+  }
+  EXPECT_TRUE(slice_named);
 }
 
 TEST_F(AlertsTest, DisabledRulesNeverFireAndAFiringAlertSurvivesARestart) {

@@ -426,6 +426,13 @@ node)
   listed=$(grep -o '"uuid"' <<<"$nodes" | wc -l)
   [ "$listed" -eq "$gpus" ] || fail "deploy-test-node lists $listed GPUs, the fixture has $gpus"
   echo "GET /v1/nodes lists deploy-test-node, IDLE, with $listed GPUs"
+  # The packaged defaults enforce GPU slices (issue 20): /etc/default/gpool-agent preloads the
+  # packaged interposer and the backstop is on; a package without the interposer (built without
+  # the CUDA headers) makes a node that says it does not.
+  if [ -f "$root/usr/lib/gpool/libgpool-vgpu.so" ]; then enforced=true; else enforced=false; fi
+  grep -q "\"enforced\":$enforced" <<<"$nodes" ||
+    fail "deploy-test-node should report slices enforced=$enforced: $nodes"
+  echo "deploy-test-node reports slices enforced=$enforced"
   ;;
 
 systemd)
@@ -471,8 +478,11 @@ systemd)
   # A plain local user's job, end to end: submitted over the socket, run by the agent as that
   # user on a GPU slice, its output streamed back.
   in_ns useradd --create-home gpooltest
+  # A slice where the package holds it to its limits (the interposer), else a whole GPU.
+  gpus=0.5
+  in_ns test -f /usr/lib/gpool/libgpool-vgpu.so || gpus=1
   out=$(in_ns setpriv --reuid gpooltest --regid gpooltest --init-groups \
-    env HOME=/home/gpooltest gpool run --gpus 0.5 --time 5m -- \
+    env HOME=/home/gpooltest gpool run --gpus "$gpus" --time 5m -- \
     sh -c 'echo "job of $(id -un) on GPU $CUDA_VISIBLE_DEVICES"; cat /proc/self/cgroup' 2>&1) || {
     in_ns journalctl --no-pager -n 80 -u gpoold -u gpool-agent >&2
     job=$(sed -n 's/^gpool: job \([0-9]*\) submitted.*/\1/p' <<<"$out")

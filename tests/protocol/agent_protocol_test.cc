@@ -100,8 +100,9 @@ TaskEntry anEntry() {
 
 TEST(AgentProtocolTest, HelloRoundTrips) {
   Hello m;
-  m.node = NodeInfo{"node-a", "node-a.example", {{"rack", "r1"}}, 64000,
-                    515000,   "0.1.0",          "Linux 6.1",      "v2"};
+  m.node =
+      NodeInfo{"node-a", "node-a.example", {{"rack", "r1"}}, 64000, 515000, "0.1.0", "Linux 6.1",
+               "v2",     std::nullopt};
   GpuInfo g0{"GPU-aaaa", 0,  "0000:07:00.0", "NVIDIA A100-SXM4-80GB", 81920, "8.0",
              false,      {}, false};
   GpuInfo g1{"GPU-bbbb", 1,     "0000:0f:00.0", "NVIDIA A100-SXM4-80GB",
@@ -119,6 +120,12 @@ TEST(AgentProtocolTest, HelloRoundTrips) {
   m.tasks.push_back(running);
   m.last_node_epoch = 41;
   expectRoundTrip(m);
+  // How the node enforces slices: absent (an older agent) or said.
+  m.node.slices = SliceEnforcement{true, false, "interposer /usr/lib/gpool/libgpool-vgpu.so"};
+  expectRoundTrip(m);
+  json half = toJson(m);
+  half["node"]["slices"].erase("backstop");
+  EXPECT_NE(decodeError<Hello>(half).find("node.slices.backstop"), std::string::npos);
 }
 
 TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {

@@ -141,6 +141,34 @@ TEST(Placement, UnschedulableAndUnhealthyAreSkipped) {
   EXPECT_EQ(c.node(r.tasks[0].node).name, "sick");
 }
 
+// Issue 20, item 3: a slice goes only to a node that enforces slices (interposer and backstop);
+// whole GPUs go anywhere. With no such node the job cannot run, and the explanation says why.
+TEST(Placement, SlicesGoOnlyToNodesThatEnforceThem) {
+  ClusterState c;
+  Node lax = makeNode("lax", 4, 8);
+  lax.enforces_slices = false;
+  c.addNode(lax);
+  BestFitPolicy p;
+  auto r = placeOne(c, slice(250), p);
+  EXPECT_FALSE(r.placed);
+  EXPECT_EQ(r.reason, PendingReason::kConstraint);
+  EXPECT_EQ(r.unsatisfiable, std::vector<std::string>{"slice_enforcement"});
+  EXPECT_NE(r.explanation.find("only on nodes that enforce them"), std::string::npos)
+      << r.explanation;
+  EXPECT_TRUE(placeOne(c, whole(2), p).placed);
+  // Another node that enforces them takes the slice, however full the lax one is not.
+  size_t strict = c.addNode(makeNode("strict", 1, 8));
+  take(c, strict, 0, 500);
+  r = placeOne(c, slice(250), p);
+  ASSERT_TRUE(r.placed);
+  EXPECT_EQ(c.node(r.tasks[0].node).name, "strict");
+  // Once it is full, the slice waits for resources there.
+  take(c, strict, 0, 500);
+  r = placeOne(c, slice(250), p);
+  EXPECT_FALSE(r.placed);
+  EXPECT_EQ(r.reason, PendingReason::kResources);
+}
+
 TEST(Placement, ExplanationNamesNodeGpusAndLinks) {
   ClusterState c;
   Node n = makeNode("gpu7", 2, 8);

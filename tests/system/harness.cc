@@ -527,6 +527,10 @@ Result<std::unique_ptr<Pool>> Pool::start(const std::string& scenario, const Poo
                                   "128",
                                   "--ram",
                                   "1024G"};
+    // Slices run only on nodes that enforce them (issue 20): the interposer, where it is built.
+    const std::string interposer = kBin + "/src/vgpu/libgpool-vgpu.so";
+    if (::access(interposer.c_str(), R_OK) == 0)
+      argv.insert(argv.end(), {"--interposer", interposer});
     if (p->join_token_.empty()) {
       argv.insert(argv.end(), {"--unix-socket", p->socket_});
     } else {

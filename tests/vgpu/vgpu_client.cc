@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstddef>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -540,6 +541,23 @@ int bypass(std::uint64_t bytes) {
   return 0;
 }
 
+// Allocates `mib` MiB in 64 MiB pieces (stopping at the first refusal), says how much it holds,
+// then holds it until killed: a task the agent's backstop must see through NVML.
+int hold(std::uint64_t mib) {
+  setup();
+  std::uint64_t held = 0;
+  while (held < mib) {
+    CUdeviceptr p = 0;
+    const std::uint64_t piece = std::min<std::uint64_t>(64, mib - held);
+    if (g.cuMemAlloc(&p, piece << 20) != CUDA_SUCCESS) break;
+    held += piece;
+  }
+  std::printf("held_mib %llu\n", static_cast<unsigned long long>(held));
+  std::fflush(stdout);
+  for (;;)
+    ::pause();
+}
+
 // Two devices, one region each: allocations are charged to the region of the current context's
 // device and each device reports its own quota.
 int multi() {
@@ -662,6 +680,7 @@ int main(int argc, char** argv) {
   }
   if (what == "cycles" && argc >= 4) return cycles(std::atoi(argv[3]));
   if (what == "bypass" && argc >= 4) return bypass(std::strtoull(argv[3], nullptr, 10) << 20);
+  if (what == "hold" && argc >= 4) return hold(std::strtoull(argv[3], nullptr, 10));
   std::fprintf(stderr, "vgpu_client: bad scenario\n");
   return 2;
 }
