@@ -37,16 +37,9 @@ namespace admin {
 
 using nlohmann::json;
 
-const std::string kFooter =
-    "Global options (before or after the command):\n"
-    "  --socket PATH       the controller's Unix socket (default: $GPOOL_SOCKET, else "
-    "/run/gpool/gpoold.sock)\n"
-    "  --server HOST:PORT  its TLS listener instead, with an API token (default: "
-    "$GPOOL_SERVER;\n"
-    "                      --ca FILE, --token-file FILE: see `gpool token --help`)\n"
-    "  --json              print JSON (the server's answer) instead of tables\n"
-    "Exit codes: 0 ok, 2 bad arguments, 3 not found, 4 permission denied, 5 wrong state or "
-    "already exists, 6 quota, 7 controller unreachable (docs/cli-exit-codes.md)\n";
+const std::string kFooter = globalOptionsFooter(
+    "0 ok, 2 bad arguments, 3 not found, 4 permission denied, 5 wrong state or already exists, "
+    "6 quota, 7 controller unreachable");
 
 // gpoold's permission errors name the caller and the action; the CLI adds which command needs
 // which role and what to do about it.
