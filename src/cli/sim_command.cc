@@ -58,6 +58,16 @@ std::vector<std::string> splitCommaList(const std::string& text) {
   return out;
 }
 
+void addSimWindowOptions(CLI::App* cmd, SimTraceArgs& args) {
+  cmd->add_option("--window-start", args.window_start,
+                  "Skip jobs submitted earlier than this after the trace start (e.g. 56d)")
+      ->capture_default_str();
+  cmd->add_option("--window", args.window_length,
+                  "Only jobs submitted within this long after --window-start (e.g. 7d)");
+  cmd->add_option("--max-jobs", args.max_jobs, "At most this many jobs (0 = all)");
+  cmd->add_option("--sample", args.sample, "Keep every Nth job of the window");
+}
+
 std::vector<sim::DynJob> loadSimJobsOrFail(std::string_view command, const SimTraceArgs& args,
                                            std::string_view expected, std::string* trace_out) {
   auto duration = [&](const std::string& text, const char* what) {

@@ -60,6 +60,9 @@ struct SimTraceArgs {
   size_t sample = 1;
 };
 
+// Adds --window-start, --window, --max-jobs and --sample, kept in `args`, to `cmd`.
+void addSimWindowOptions(CLI::App* cmd, SimTraceArgs& args);
+
 // Reads the jobs `args` selects from the philly or openb trace (the bundled one under
 // defaultTraceDir() when args.trace is empty; `*trace_out` gets the path read). Any failure,
 // an unknown workload (the message lists `expected`, e.g. "philly or openb") or an empty

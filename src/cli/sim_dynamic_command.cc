@@ -183,13 +183,7 @@ void registerSimDynamicCommand(CLI::App& sim) {
                   "sliced, exclusive (requests rounded up to whole GPUs) or "
                   "both")
       ->capture_default_str();
-  cmd->add_option("--window-start", a->selection.window_start,
-                  "Skip jobs submitted earlier than this after the trace start (e.g. 56d)")
-      ->capture_default_str();
-  cmd->add_option("--window", a->selection.window_length,
-                  "Only jobs submitted within this long after --window-start (e.g. 7d)");
-  cmd->add_option("--max-jobs", a->selection.max_jobs, "At most this many jobs (0 = all)");
-  cmd->add_option("--sample", a->selection.sample, "Keep every Nth job of the window");
+  addSimWindowOptions(cmd, a->selection);
   cmd->add_option("--interval", a->interval, "Scheduling period")->capture_default_str();
   cmd->add_option("--limit-factor", a->limit_factor,
                   "Time limit given to backfill = run time x this")
