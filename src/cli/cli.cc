@@ -10,12 +10,12 @@
 #include "cli/admin_commands.h"
 #include "cli/backup_commands.h"
 #include "cli/client_commands.h"
+#include "cli/sim_command.h"
 #include "cli/token_commands.h"
 #include "cli/top_command.h"
 #include "cli/up_command.h"
 #include "cli/watch_command.h"
 #include "common/status.h"
-#include "sim/sim_command.h"
 
 namespace gpool::cli {
 
@@ -61,7 +61,7 @@ int runCli(const std::vector<std::string>& args) {
   registerAdminCommands(app, global);
   registerBackupCommands(app, global);
   registerTopCommand(app, global);
-  sim::registerSimCommands(app);
+  registerSimCommands(app);
   registerUpCommands(app);
   registerWatchCommands(app, global);
   registerTokenCommands(app, global);

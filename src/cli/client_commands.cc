@@ -442,17 +442,22 @@ std::string defaultSocketPath() {
   return "/run/gpool/gpoold.sock";
 }
 
+std::string globalOptionsFooter(std::string_view exit_codes) {
+  return "Global options (before or after the command):\n"
+         "  --socket PATH       the controller's Unix socket (default: $GPOOL_SOCKET, else "
+         "/run/gpool/gpoold.sock)\n"
+         "  --server HOST:PORT  its TLS listener instead, with an API token (default: "
+         "$GPOOL_SERVER;\n"
+         "                      --ca FILE, --token-file FILE: see `gpool token --help`)\n"
+         "  --json              print JSON (the server's answer) instead of tables\n"
+         "Exit codes: " +
+         std::string(exit_codes) + " (docs/cli-exit-codes.md)\n";
+}
+
 void registerClientCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global) {
-  const std::string footer =
-      "Global options (before or after the command):\n"
-      "  --socket PATH       the controller's Unix socket (default: $GPOOL_SOCKET, else "
-      "/run/gpool/gpoold.sock)\n"
-      "  --server HOST:PORT  its TLS listener instead, with an API token (default: "
-      "$GPOOL_SERVER;\n"
-      "                      --ca FILE, --token-file FILE: see `gpool token --help`)\n"
-      "  --json              print JSON (the server's answer) instead of tables\n"
-      "Exit codes: 0 ok, 2 bad arguments, 3 not found, 4 permission denied, 5 wrong state, 6 "
-      "quota, 7 controller unreachable (docs/cli-exit-codes.md)\n";
+  const std::string footer = globalOptionsFooter(
+      "0 ok, 2 bad arguments, 3 not found, 4 permission denied, 5 wrong state, 6 quota, 7 "
+      "controller unreachable");
   // ---- submit
   auto submit_args = std::make_shared<SubmitArgs>();
   auto* submit = app.add_subcommand(

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace CLI {
@@ -49,6 +50,10 @@ std::string effectiveServer(const GlobalOptions& global);
 
 // Whether the global option `name` (without dashes: "socket", "server") takes a value.
 bool globalOptionTakesValue(const std::string& name);
+
+// The --help footer of the commands that reach gpoold (client and admin commands): the global
+// options, then "Exit codes: <exit_codes> (docs/cli-exit-codes.md)".
+std::string globalOptionsFooter(std::string_view exit_codes);
 
 // Adds the client commands to `app`. A failing command prints "gpool: <message>" on stderr and
 // ends through CLI::RuntimeError carrying exitCodeFor(code) (docs/cli-exit-codes.md).

@@ -1,34 +1,43 @@
-#include "sim/dynamic_command.h"
+// `gpool sim dynamic`: the dynamic replay (sim/dynamic_replay.h) of a job trace per queue policy
+// and for exclusive vs sliced GPUs, from the command line: table or JSON lines, and plots.
 
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "cli/sim_command.h"
 #include "common/units.h"
 #include "sim/dynamic_replay.h"
 #include "sim/dynamic_report.h"
 #include "sim/dynamic_trace.h"
+#include "sim/sim_report.h"
 
-namespace gpool::sim {
+namespace gpool::cli {
 namespace {
 
+using sim::buildDynamicCluster;
+using sim::dynamicJsonLine;
+using sim::DynamicOptions;
+using sim::DynamicResult;
+using sim::DynJob;
+using sim::formatDynamicTable;
+using sim::jctCdfSvg;
+using sim::queueSvg;
+using sim::runDynamic;
+using sim::utilisationSvg;
+using sim::writeFile;
+
 struct DynamicArgs {
-  std::string workload = "philly";
-  std::string trace;
+  SimTraceArgs selection{"philly"};
   std::string nodes;
   std::string policy = "all";
   std::string mode = "both";
-  std::string window_start = "0s";
-  std::string window_length;
-  size_t max_jobs = 0;
-  size_t sample = 1;
   std::string interval = "60s";
   double limit_factor = 1.0;
   std::string half_life = "1d";
@@ -39,53 +48,14 @@ struct DynamicArgs {
   bool no_progress = false;
 };
 
+constexpr std::string_view kCommand = "gpool sim dynamic";
+
 [[noreturn]] void fail(const Status& status) {
-  std::fprintf(stderr, "gpool sim dynamic: %s\n", status.toString().c_str());
-  throw CLI::RuntimeError(exitCodeFor(status.code()));
-}
-
-std::string dataDir() {
-  if (const char* env = std::getenv("GPOOL_DATA_DIR"); env && *env) return env;
-  std::error_code ec;
-  if (std::filesystem::is_directory("data/traces", ec)) return "data/traces";
-  // Installed (the Debian package): <prefix>/bin/gpool, <prefix>/share/gpool/traces.
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    std::filesystem::path installed = exe.parent_path() / "../share/gpool/traces";
-    if (std::filesystem::is_directory(installed, ec)) return installed.lexically_normal().string();
-  }
-#ifdef GPOOL_SOURCE_DATA_DIR
-  return GPOOL_SOURCE_DATA_DIR;
-#else
-  return "data/traces";
-#endif
-}
-
-std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
+  simFail(kCommand, status);
 }
 
 int64_t durationOrFail(const std::string& text, const char* what) {
-  auto d = parseDuration(text);
-  if (!d.ok()) fail(d.status().withContext(what));
-  return *d;
-}
-
-Status writeText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::ioError("cannot write " + path);
-  out << text;
-  out.close();
-  if (!out) return Status::ioError("write failed: " + path);
-  return Status::ok();
+  return simDurationOrFail(kCommand, text, what);
 }
 
 // A one-line bar on stderr, only on a terminal.
@@ -115,36 +85,20 @@ class Progress {
 };
 
 void runDynamicCommand(const DynamicArgs& a) {
-  std::string data = dataDir();
-  TraceFilter filter;
-  filter.window_start_s = durationOrFail(a.window_start, "--window-start");
-  if (!a.window_length.empty()) {
-    filter.window_end_s = filter.window_start_s + durationOrFail(a.window_length, "--window");
-  }
-  filter.max_jobs = a.max_jobs;
-  filter.sample_every = std::max<size_t>(1, a.sample);
-
-  Result<std::vector<DynJob>> jobs =
-      Status::invalidArgument("unknown --workload '" + a.workload + "': expected philly or openb");
-  std::string trace = a.trace;
+  std::string trace;
+  std::vector<DynJob> jobs = loadSimJobsOrFail(kCommand, a.selection, "philly or openb", &trace);
   std::string nodes = a.nodes;
-  if (a.workload == "philly") {
-    if (trace.empty()) trace = data + "/pollux-osdi21/philly.csv";
-    if (nodes.empty()) nodes = "64x8";
-    jobs = readPhillyJobs(trace, filter);
-  } else if (a.workload == "openb") {
-    if (trace.empty()) trace = data + "/alibaba-gpu-v2023/openb_pod_list_default.csv";
-    if (nodes.empty()) nodes = data + "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
-    jobs = readOpenbJobs(trace, filter);
+  if (nodes.empty()) {
+    nodes = a.selection.workload == "philly"
+                ? std::string("64x8")
+                : defaultTraceDir() + "/alibaba-gpu-v2023/openb_node_list_gpu_node.csv";
   }
-  if (!jobs.ok()) fail(jobs.status());
-  if (jobs->empty()) fail(Status::invalidArgument("no jobs in the selected window of " + trace));
   auto cluster = buildDynamicCluster(nodes);
   if (!cluster.ok()) fail(cluster.status());
 
   std::vector<sched::QueueOrder> orders;
   for (const std::string& name :
-       splitList(a.policy == "all" ? "fifo,sjf,las,fairshare" : a.policy)) {
+       splitCommaList(a.policy == "all" ? "fifo,sjf,las,fairshare" : a.policy)) {
     auto o = sched::parseQueueOrder(name);
     if (!o.ok()) fail(o.status());
     orders.push_back(*o);
@@ -156,7 +110,7 @@ void runDynamicCommand(const DynamicArgs& a) {
 
   std::string name = std::filesystem::path(trace).stem().string();
   if (!a.json) {
-    std::printf("%zu jobs from %s on %zu servers / %llu GPUs\n", jobs->size(), trace.c_str(),
+    std::printf("%zu jobs from %s on %zu servers / %llu GPUs\n", jobs.size(), trace.c_str(),
                 cluster->size(), static_cast<unsigned long long>(cluster->gpuCount()));
   }
   bool show = !a.no_progress && ::isatty(2);
@@ -174,7 +128,7 @@ void runDynamicCommand(const DynamicArgs& a) {
       Progress bar(
           std::string(sched::queueOrderName(order)) + (exclusive ? " exclusive" : " sliced"), show);
       opt.progress = [&bar](double f) { bar.update(f); };
-      auto r = runDynamic(*jobs, *cluster, opt, name);
+      auto r = runDynamic(jobs, *cluster, opt, name);
       bar.finish();
       if (!r.ok()) fail(r.status());
       if (a.json) {
@@ -194,7 +148,7 @@ void runDynamicCommand(const DynamicArgs& a) {
              {"utilisation.svg", utilisationSvg(results, "GPU allocation over time: " + title)},
              {"queue.svg", queueSvg(results, "Queue length over time: " + title)},
              {"jct_cdf.svg", jctCdfSvg(results, "JCT CDF: " + title)}}) {
-      Status s = writeText(a.svg_dir + "/" + file, svg);
+      Status s = writeFile(a.svg_dir + "/" + file, svg);
       if (!s.isOk()) fail(s);
     }
     if (!a.json)
@@ -204,17 +158,17 @@ void runDynamicCommand(const DynamicArgs& a) {
 
 }  // namespace
 
-void registerDynamicCommand(CLI::App& sim) {
+void registerSimDynamicCommand(CLI::App& sim) {
   auto a = std::make_shared<DynamicArgs>();
   auto* cmd = sim.add_subcommand(
       "dynamic",
       "Dynamic replay: jobs arrive and leave over time, wait in the queue; JCT, queueing delay, "
       "GPU utilisation and fairness per queue policy, exclusive vs sliced GPUs");
-  cmd->add_option("--workload", a->workload,
+  cmd->add_option("--workload", a->selection.workload,
                   "philly (job trace, whole GPUs) or openb (pods "
                   "with creation/deletion times, GPU slices)")
       ->capture_default_str();
-  cmd->add_option("--trace", a->trace,
+  cmd->add_option("--trace", a->selection.trace,
                   "Trace file (default: bundled pollux-osdi21/philly.csv or "
                   "alibaba-gpu-v2023/openb_pod_list_default.csv)");
   cmd->add_option(
@@ -229,13 +183,7 @@ void registerDynamicCommand(CLI::App& sim) {
                   "sliced, exclusive (requests rounded up to whole GPUs) or "
                   "both")
       ->capture_default_str();
-  cmd->add_option("--window-start", a->window_start,
-                  "Skip jobs submitted earlier than this after the trace start (e.g. 56d)")
-      ->capture_default_str();
-  cmd->add_option("--window", a->window_length,
-                  "Only jobs submitted within this long after --window-start (e.g. 7d)");
-  cmd->add_option("--max-jobs", a->max_jobs, "At most this many jobs (0 = all)");
-  cmd->add_option("--sample", a->sample, "Keep every Nth job of the window");
+  addSimWindowOptions(cmd, a->selection);
   cmd->add_option("--interval", a->interval, "Scheduling period")->capture_default_str();
   cmd->add_option("--limit-factor", a->limit_factor,
                   "Time limit given to backfill = run time x this")
@@ -252,4 +200,4 @@ void registerDynamicCommand(CLI::App& sim) {
   cmd->callback([a] { runDynamicCommand(*a); });
 }
 
-}  // namespace gpool::sim
+}  // namespace gpool::cli

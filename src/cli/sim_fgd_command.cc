@@ -1,10 +1,9 @@
-#include "sim/sim_command.h"
-
+// `gpool sim fgd`: the FGD-mode replay (sim/fgd_replay.h) from the command line, with its
+// table, JSON lines, plots and the comparison against the published means.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -12,14 +11,32 @@
 
 #include <unistd.h>
 
+#include "cli/sim_command.h"
 #include "sched/policies.h"
-#include "sim/dynamic_command.h"
 #include "sim/fgd_replay.h"
 #include "sim/sim_report.h"
 
-namespace gpool::sim {
+namespace gpool::cli {
 
 namespace {
+
+using sim::allocationSvg;
+using sim::FgdOptions;
+using sim::formatComparison;
+using sim::formatTable;
+using sim::formatVariantsTable;
+using sim::fragmentationSvg;
+using sim::loadWorkload;
+using sim::parseSeeds;
+using sim::PolicyResult;
+using sim::ProgressBar;
+using sim::PublishedRow;
+using sim::readOpenbNodes;
+using sim::readPublishedSummary;
+using sim::runPolicies;
+using sim::toJsonLine;
+using sim::variantsSvg;
+using sim::writeFile;
 
 struct FgdArgs {
   std::string pods;
@@ -39,21 +56,12 @@ struct FgdArgs {
 };
 
 [[noreturn]] void fail(const Status& status) {
-  std::fprintf(stderr, "gpool sim: %s\n", status.toString().c_str());
-  throw CLI::RuntimeError(exitCodeFor(status.code()));
+  simFail("gpool sim", status);
 }
 
 std::vector<std::string> policyList(const std::string& text) {
   if (text == "all") return sched::policyNames();
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) out.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
+  return splitCommaList(text);
 }
 
 // The pod lists of the published experiment families, in the paper's order.
@@ -163,28 +171,9 @@ void runFgd(const FgdArgs& a) {
 
 }  // namespace
 
-std::string defaultTraceDir() {
-  if (const char* env = std::getenv("GPOOL_DATA_DIR"); env && *env) return env;
-  std::error_code ec;
-  if (std::filesystem::is_directory("data/traces/alibaba-gpu-v2023", ec)) return "data/traces";
-  // Installed (the Debian package): <prefix>/bin/gpool, <prefix>/share/gpool/traces.
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    std::filesystem::path installed = exe.parent_path() / "../share/gpool/traces";
-    if (std::filesystem::is_directory(installed, ec)) return installed.lexically_normal().string();
-  }
-#ifdef GPOOL_SOURCE_DATA_DIR
-  return GPOOL_SOURCE_DATA_DIR;
-#else
-  return "data/traces";
-#endif
-}
-
-CLI::App* registerSimCommands(CLI::App& app) {
-  auto* sim = app.add_subcommand("sim", "Replay cluster traces through gpool's scheduler");
-  sim->require_subcommand(1);
+void registerSimFgdCommand(CLI::App& sim) {
   auto args = std::make_shared<FgdArgs>();
-  auto* fgd = sim->add_subcommand(
+  auto* fgd = sim.add_subcommand(
       "fgd",
       "FGD-mode replay (ATC'23): arrival-only, shuffled per seed, topped up to --tune x GPU "
       "capacity; allocation % at arrived 80..130% per policy");
@@ -217,10 +206,6 @@ CLI::App* registerSimCommands(CLI::App& app) {
                 "policy, with the published FGD and gpool - FGD; --svg draws it as a dot plot");
   fgd->add_flag("--no-progress", args->no_progress, "No progress bar on stderr");
   fgd->callback([args] { runFgd(*args); });
-  registerDynamicCommand(*sim);
-  registerPoolingCommand(*sim);
-  registerScenarioCommand(*sim);
-  return sim;
 }
 
-}  // namespace gpool::sim
+}  // namespace gpool::cli

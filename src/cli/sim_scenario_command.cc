@@ -6,12 +6,12 @@
 #include <memory>
 #include <string>
 
+#include "cli/sim_command.h"
 #include "sim/scenario.h"
-#include "sim/sim_command.h"
 
-namespace gpool::sim {
+namespace gpool::cli {
 
-void registerScenarioCommand(CLI::App& sim) {
+void registerSimScenarioCommand(CLI::App& sim) {
   auto file = std::make_shared<std::string>();
   auto* cmd = sim.add_subcommand(
       "scenario",
@@ -20,12 +20,11 @@ void registerScenarioCommand(CLI::App& sim) {
       "what every wait saw: job states, starts, preemptions");
   cmd->add_option("FILE", *file, "The scenario (e.g. data/scenarios/preemption.txt)")->required();
   cmd->callback([file] {
-    Result<Scenario> s = loadScenario(*file);
+    Result<sim::Scenario> s = sim::loadScenario(*file);
     Result<std::vector<std::string>> trace =
-        s.ok() ? replayScenario(*s) : Result<std::vector<std::string>>(s.status());
+        s.ok() ? sim::replayScenario(*s) : Result<std::vector<std::string>>(s.status());
     if (!trace.ok()) {
-      std::fprintf(stderr, "gpool sim scenario: %s\n", trace.status().message().c_str());
-      throw CLI::RuntimeError(exitCodeFor(trace.status().code()));
+      simFail("gpool sim scenario", trace.status().message(), trace.status().code());
     }
     size_t wait = 0;
     for (const std::string& line : *trace)
@@ -33,4 +32,4 @@ void registerScenarioCommand(CLI::App& sim) {
   });
 }
 
-}  // namespace gpool::sim
+}  // namespace gpool::cli

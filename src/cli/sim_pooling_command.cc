@@ -6,31 +6,35 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "common/units.h"
-#include "sim/dynamic_command.h"
+#include "cli/sim_command.h"
 #include "sim/dynamic_trace.h"
 #include "sim/pooling.h"
-#include "sim/sim_command.h"
 #include "sim/sim_report.h"
 
-namespace gpool::sim {
+namespace gpool::cli {
 namespace {
 
+using sim::DynJob;
+using sim::formatPoolingTable;
+using sim::poolingDelaySvg;
+using sim::poolingJsonLines;
+using sim::PoolingOptions;
+using sim::poolingShareSvg;
+using sim::ProgressBar;
+using sim::runPooling;
+using sim::writeFile;
+
 struct PoolingArgs {
-  std::string workload = "openb";
-  std::string trace;
+  SimTraceArgs selection{"openb"};
   std::string server = "8:V100:32:96";
   uint32_t min_servers = 1;
   uint32_t max_servers = 8;
   uint32_t reference = 0;
   std::string exclusive_policy = "fifo";
   std::string pooled_policy = "fairshare";
-  std::string window_start = "0s";
-  std::string window_length;
-  size_t max_jobs = 0;
-  size_t sample = 1;
   std::string interval = "60s";
   std::string placement = "gpool";
   uint64_t seed = 42;
@@ -39,9 +43,10 @@ struct PoolingArgs {
   bool no_progress = false;
 };
 
+constexpr std::string_view kCommand = "gpool sim pooling";
+
 [[noreturn]] void fail(const Status& status) {
-  std::fprintf(stderr, "gpool sim pooling: %s\n", status.toString().c_str());
-  throw CLI::RuntimeError(exitCodeFor(status.code()));
+  simFail(kCommand, status);
 }
 
 template <typename T>
@@ -51,27 +56,8 @@ T orFail(Result<T> r, const char* what) {
 }
 
 void runPoolingCommand(const PoolingArgs& a) {
-  TraceFilter filter;
-  filter.window_start_s = orFail(parseDuration(a.window_start), "--window-start");
-  if (!a.window_length.empty()) {
-    filter.window_end_s =
-        filter.window_start_s + orFail(parseDuration(a.window_length), "--window");
-  }
-  filter.max_jobs = a.max_jobs;
-  filter.sample_every = std::max<size_t>(1, a.sample);
-  std::string data = defaultTraceDir();
-  std::string trace = a.trace;
-  Result<std::vector<DynJob>> jobs =
-      Status::invalidArgument("unknown --workload '" + a.workload + "': expected openb or philly");
-  if (a.workload == "openb") {
-    if (trace.empty()) trace = data + "/alibaba-gpu-v2023/openb_pod_list_default.csv";
-    jobs = readOpenbJobs(trace, filter);
-  } else if (a.workload == "philly") {
-    if (trace.empty()) trace = data + "/pollux-osdi21/philly.csv";
-    jobs = readPhillyJobs(trace, filter);
-  }
-  if (!jobs.ok()) fail(jobs.status());
-  if (jobs->empty()) fail(Status::invalidArgument("no jobs in the selected window of " + trace));
+  std::string trace;
+  std::vector<DynJob> jobs = loadSimJobsOrFail(kCommand, a.selection, "openb or philly", &trace);
 
   PoolingOptions opt;
   opt.server = a.server;
@@ -80,19 +66,19 @@ void runPoolingCommand(const PoolingArgs& a) {
   opt.reference_servers = a.reference;
   opt.exclusive_order = orFail(sched::parseQueueOrder(a.exclusive_policy), "--exclusive-policy");
   opt.pooled_order = orFail(sched::parseQueueOrder(a.pooled_policy), "--policy");
-  opt.interval_s = std::max<int64_t>(1, orFail(parseDuration(a.interval), "--interval"));
+  opt.interval_s = std::max<int64_t>(1, simDurationOrFail(kCommand, a.interval, "--interval"));
   opt.placement = a.placement;
   opt.seed = a.seed;
   ProgressBar bar("pool sizes", !a.no_progress && ::isatty(2) != 0);
   opt.progress = [&bar](size_t done, size_t total) { bar.update(done, total); };
   std::string name = std::filesystem::path(trace).stem().string();
-  auto result = runPooling(*jobs, opt, name);
+  auto result = runPooling(jobs, opt, name);
   bar.finish();
   if (!result.ok()) fail(result.status());
   if (a.json) {
     std::printf("%s", poolingJsonLines(*result).c_str());
   } else {
-    std::printf("%zu jobs from %s\n%s", jobs->size(), trace.c_str(),
+    std::printf("%zu jobs from %s\n%s", jobs.size(), trace.c_str(),
                 formatPoolingTable(*result).c_str());
   }
   if (!a.svg_dir.empty()) {
@@ -113,17 +99,17 @@ void runPoolingCommand(const PoolingArgs& a) {
 
 }  // namespace
 
-void registerPoolingCommand(CLI::App& sim) {
+void registerSimPoolingCommand(CLI::App& sim) {
   auto a = std::make_shared<PoolingArgs>();
   auto* cmd = sim.add_subcommand(
       "pooling",
       "The pooling claim: the same jobs on exclusive whole GPUs (first come, first served) and on "
       "gpool (slices, fair-share, backfill), on pools of --min-servers..--max-servers; GPU share "
       "held and used, queueing delay, and the smallest pool keeping the exclusive way's delays");
-  cmd->add_option("--workload", a->workload,
+  cmd->add_option("--workload", a->selection.workload,
                   "openb (pods with fractional GPUs) or philly (jobs of whole GPUs)")
       ->capture_default_str();
-  cmd->add_option("--trace", a->trace,
+  cmd->add_option("--trace", a->selection.trace,
                   "Trace file (default: bundled alibaba-gpu-v2023/openb_pod_list_default.csv or "
                   "pollux-osdi21/philly.csv)");
   cmd->add_option("--server", a->server, "One server: G[:MODEL[:MEM_GIB[:CORES]]]")
@@ -138,13 +124,7 @@ void registerPoolingCommand(CLI::App& sim) {
       ->capture_default_str();
   cmd->add_option("--policy", a->pooled_policy, "Queue order of gpool's way")
       ->capture_default_str();
-  cmd->add_option("--window-start", a->window_start,
-                  "Skip jobs submitted earlier than this after the trace start (e.g. 56d)")
-      ->capture_default_str();
-  cmd->add_option("--window", a->window_length,
-                  "Only jobs submitted within this long after --window-start (e.g. 7d)");
-  cmd->add_option("--max-jobs", a->max_jobs, "At most this many jobs (0 = all)");
-  cmd->add_option("--sample", a->sample, "Keep every Nth job of the window");
+  addSimWindowOptions(cmd, a->selection);
   cmd->add_option("--interval", a->interval, "Scheduling period")->capture_default_str();
   cmd->add_option("--placement", a->placement, "Placement policy of gpool's way")
       ->capture_default_str();
@@ -156,4 +136,4 @@ void registerPoolingCommand(CLI::App& sim) {
   cmd->callback([a] { runPoolingCommand(*a); });
 }
 
-}  // namespace gpool::sim
+}  // namespace gpool::cli
