@@ -497,7 +497,8 @@ int main(int argc, char** argv) {
   const std::string config = dir.path() + "/gpoold.toml";
   std::ofstream(config)
       << "[controller]\nstore = \"" << db << "\"\nsocket = \"" << sock
-      << "\"\nnode_down_after = \"1d\"\nschedule_interval = \"" << o.schedule_interval << "\"\n"
+      << "\"\nnode_down_after = \"1d\"\nschedule_interval = \"" << o.schedule_interval
+      << "\"\n"
       // The bench submits as root, its own user (controller.allow_root_jobs, docs/config.md).
       << "allow_root_jobs = true\n"
       << (o.api_threads > 0 ? "api_threads = " + std::to_string(o.api_threads) + "\n"
