@@ -170,7 +170,7 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
   // another server: `pending` asks the client to repeat the request shortly).
   added = router.add(
       net::Method::kGet, "/v1/jobs/{id}/log",
-      authed(ctx, {"task", "stream", "offset", "limit"},
+      authed(ctx, {"task", "stream", "offset", "limit", "attempt"},
              [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
                GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
                int64_t task = 0;
@@ -195,10 +195,19 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                  }
                }
                if (task > 1'000'000) return Status::invalidArgument("task: out of range");
+               // Which run of a requeued job (from 1); absent: the latest.
+               int64_t attempt = 0;
+               if (auto a = req.queryParam("attempt")) {
+                 GPOOL_ASSIGN_OR_RETURN(attempt, parseId(*a, "attempt"));
+                 if (attempt < 1 || attempt > 1'000'000) {
+                   return Status::invalidArgument("attempt: must be in [1, 1000000], got " + *a);
+                 }
+               }
                GPOOL_ASSIGN_OR_RETURN(
                    LogChunk chunk,
                    jobs.readLog(caller, id, static_cast<uint32_t>(task), stream == "stderr",
-                                static_cast<uint64_t>(offset), static_cast<uint64_t>(limit)));
+                                static_cast<uint64_t>(offset), static_cast<uint64_t>(limit),
+                                static_cast<uint32_t>(attempt)));
                return jsonResponse(200, json{{"id", id},
                                              {"task", task},
                                              {"stream", stream},
@@ -210,6 +219,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                                              {"state", api::jobStateName(chunk.state)},
                                              {"complete", chunk.complete},
                                              {"pending", chunk.pending},
+                                             {"attempt", chunk.attempt},
+                                             {"attempts", chunk.attempts},
                                              {"data", chunk.data}});
              }));
   if (!added.isOk()) return added;

@@ -246,8 +246,16 @@ Status insertUsage(Txn& tx, const JobRecord& job, TimePoint now) {
        micros(*job.start_time), micros(now)});
 }
 
-// A requeued job starts over: no placement, times or exit code; the requeue is counted.
-Status clearForRequeue(Txn& tx, int64_t job_id) {
+// A requeued job starts over: no placement, times or exit code; the requeue is counted. The
+// attempt that ended (in `ended_state`) is kept in job_attempts first, with where it ran, so that
+// its output can still be read (gpool logs --attempt N).
+Status clearForRequeue(Txn& tx, int64_t job_id, const std::string& ended_state) {
+  GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+  GPOOL_RETURN_IF_ERROR(tx.exec(
+      "INSERT INTO job_attempts (job_id, attempt, epoch, incarnation, state, placement_json, "
+      "start_time, end_time) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+      {job_id, int64_t{job.requeue_count} + 1, job.epoch, job.incarnation, ended_state,
+       job.placement_json, optTimeParam(job.start_time), optTimeParam(job.end_time)}));
   return tx.exec(
       "UPDATE jobs SET placement_json = '', start_time = NULL, end_time = NULL, exit_code = NULL, "
       "requeue_count = requeue_count + 1 WHERE id = $1",
@@ -334,6 +342,13 @@ CREATE INDEX alert_events_alert ON alert_events (alert_id, seq);
                 "NULL, since BIGINT NOT NULL);\n"
                 "INSERT INTO store_incarnation (id, incarnation, since) VALUES (1, 0, 0);\n"
                 "ALTER TABLE jobs ADD COLUMN incarnation BIGINT NOT NULL DEFAULT 0;\n"},
+      // Each requeued job's earlier attempts (Store::jobAttempts): where they ran, so that their
+      // output stays readable after the next attempt starts.
+      Migration{9, "job_attempts",
+                "CREATE TABLE job_attempts (job_id BIGINT NOT NULL REFERENCES jobs(id), attempt "
+                "BIGINT NOT NULL, epoch BIGINT NOT NULL, incarnation BIGINT NOT NULL, state TEXT "
+                "NOT NULL, placement_json TEXT NOT NULL, start_time BIGINT, end_time BIGINT, "
+                "PRIMARY KEY (job_id, attempt))"},
   };
 }
 
@@ -749,6 +764,34 @@ Result<std::vector<JobEvent>> SqlStore::jobEvents(int64_t job_id) {
   return events;
 }
 
+Result<std::vector<JobAttempt>> SqlStore::jobAttempts(int64_t job_id) {
+  std::vector<JobAttempt> attempts;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+    (void)job;  // NotFound for an unknown job, not an empty list
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT attempt, epoch, incarnation, state, "
+                                               "placement_json, start_time, end_time FROM "
+                                               "job_attempts WHERE job_id = $1 ORDER BY attempt",
+                                               {job_id}));
+    attempts.clear();
+    for (auto& r : rows) {
+      JobAttempt a;
+      a.job_id = job_id;
+      a.attempt = static_cast<int32_t>(r.integer(0));
+      a.epoch = r.integer(1);
+      a.incarnation = r.integer(2);
+      a.state = r.text(3);
+      a.placement_json = r.takeText(4);
+      a.start_time = optTime(r, 5);
+      a.end_time = optTime(r, 6);
+      attempts.push_back(std::move(a));
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return attempts;
+}
+
 Status SqlStore::transactJobs(const std::function<Status(Txn&)>& fn) {
   Status s = transact(true, [&](Txn& tx) -> Status {
     GPOOL_RETURN_IF_ERROR(tx.lockJobEvents());
@@ -975,7 +1018,7 @@ Status SqlStore::recordPreemption(int64_t job_id, bool requeue, TimePoint now,
     // The requeue is its own event (PREEMPTED -> PENDING), as in the api's state table.
     GPOOL_RETURN_IF_ERROR(
         changeJobState(tx, job_id, {"PREEMPTED"}, kStatePending, now, "requeued", nullptr));
-    return clearForRequeue(tx, job_id);
+    return clearForRequeue(tx, job_id, "PREEMPTED");
   });
 }
 
@@ -996,7 +1039,7 @@ Status SqlStore::transitionJob(const JobTransition& t) {
       if (before.state == kStateRunning || before.state == "COMPLETING") {
         GPOOL_RETURN_IF_ERROR(insertUsage(tx, before, t.time));
       }
-      return clearForRequeue(tx, t.job_id);
+      return clearForRequeue(tx, t.job_id, before.state);
     }
     return Status::ok();
   });

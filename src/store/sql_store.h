@@ -101,6 +101,7 @@ class SqlStore : public Store {
   Result<JobRecord> getJob(int64_t id) override;
   Result<JobPage> listJobs(const JobFilter& filter) override;
   Result<std::vector<JobEvent>> jobEvents(int64_t job_id) override;
+  Result<std::vector<JobAttempt>> jobAttempts(int64_t job_id) override;
   Result<std::vector<JobEvent>> jobEventsAfter(int64_t after_seq, int32_t limit) override;
   Result<int64_t> lastJobEventSeq() override;
   void setJobEventListener(std::function<void()> listener) override;

@@ -141,6 +141,19 @@ struct JobEvent {
   std::string placement_json;
 };
 
+// One earlier attempt of a requeued job: the placement a requeue cleared, kept so that the
+// attempt's output can still be found (gpool logs --attempt N). Version 9.
+struct JobAttempt {
+  int64_t job_id = 0;
+  int32_t attempt = 0;  // 1 for the first run; the job's current attempt is requeue_count + 1
+  int64_t epoch = 0;    // the fencing epoch it ran under
+  int64_t incarnation = 0;
+  std::string state;           // how it ended: the state it was requeued from (PREEMPTED, ...)
+  std::string placement_json;  // as JobRecord::placement_json was when it ended
+  std::optional<TimePoint> start_time;
+  std::optional<TimePoint> end_time;
+};
+
 // Filters of listJobs. Empty fields match everything.
 struct JobFilter {
   std::optional<std::string> user;
@@ -377,6 +390,9 @@ class Store {
   virtual Result<JobPage> listJobs(const JobFilter& filter) = 0;
   // Events of one job, oldest first.
   virtual Result<std::vector<JobEvent>> jobEvents(int64_t job_id) = 0;
+  // The earlier attempts of a job (those a requeue ended), oldest first; empty for a job never
+  // requeued. NotFound for an unknown job.
+  virtual Result<std::vector<JobAttempt>> jobAttempts(int64_t job_id) = 0;
   // Events of all jobs with seq > `after_seq`, ascending seq, at most `limit`
   // (1..kMaxPageSize; InvalidArgument otherwise), with user, group and placement filled.
   // Because seq order is commit order (JobEvent::seq), reading again after the last seq
@@ -576,6 +592,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 8;
+inline constexpr int32_t kSchemaVersion = 9;
 
 }  // namespace gpool::store

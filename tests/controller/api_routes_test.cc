@@ -580,6 +580,17 @@ TEST_F(ApiTest, LogRouteReadsTheReportedFileByOffsets) {
   EXPECT_EQ(get("alice", jobPath(id, "/log?task=1")).status, 400);
   EXPECT_EQ(get("alice", jobPath(id, "/log?bogus=1")).status, 400);
   EXPECT_EQ(get("bob", jobPath(id, "/log")).status, 403);
+  // Attempts: a job never requeued has had one; attempt 1 is the latest.
+  json one = body(get("alice", jobPath(id, "/log?attempt=1")));
+  EXPECT_EQ(one["data"], "hello\nworld\n");
+  EXPECT_EQ(one["attempt"], 1);
+  EXPECT_EQ(one["attempts"], 1);
+  auto two = get("alice", jobPath(id, "/log?attempt=2"));
+  EXPECT_EQ(two.status, 400);
+  EXPECT_NE(two.body.find("has had 1 attempt(s), numbered from 1; there is no attempt 2"),
+            std::string::npos)
+      << two.body;
+  EXPECT_EQ(get("alice", jobPath(id, "/log?attempt=0")).status, 400);
 
   // Finished: complete once read to the end.
   ASSERT_TRUE(store_->recordEnd(id, "COMPLETED", 0, clock_.now(), "done").isOk());

@@ -249,12 +249,14 @@ TEST_P(BackupTest, RestoreMarksANewIncarnationAboveBothStores) {
 TEST_P(BackupTest, RestoreMigratesAnOlderSchema) {
   auto ids = store().submitJobs({backupJob("old")}, at(0));
   ASSERT_TRUE(ids.ok());
-  ASSERT_TRUE(store()
-                  .execForTest("DROP TABLE task_telemetry; DROP TABLE alert_events; DROP TABLE "
-                               "alerts; DROP TABLE gpu_holds; DROP TABLE store_incarnation; ALTER "
-                               "TABLE jobs DROP COLUMN incarnation; UPDATE schema_version SET "
-                               "version = 4 WHERE id = 1")
-                  .isOk());
+  ASSERT_TRUE(
+      store()
+          .execForTest("DROP TABLE task_telemetry; DROP TABLE alert_events; DROP TABLE "
+                       "alerts; DROP TABLE gpu_holds; DROP TABLE store_incarnation; DROP TABLE "
+                       "job_attempts; ALTER "
+                       "TABLE jobs DROP COLUMN incarnation; UPDATE schema_version SET "
+                       "version = 4 WHERE id = 1")
+          .isOk());
   const std::string backup = takeBackup();
   auto sum = verifyBackup(backup, tempDir());
   ASSERT_TRUE(sum.ok()) << sum.status().toString();

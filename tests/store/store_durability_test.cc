@@ -68,7 +68,8 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
               "DROP COLUMN reusable; ALTER TABLE api_tokens DROP COLUMN uses; "
               "ALTER TABLE api_tokens DROP COLUMN last_used; DROP TABLE task_telemetry; DROP TABLE "
               "alert_events; DROP TABLE alerts; DROP TABLE gpu_holds; DROP TABLE "
-              "store_incarnation; ALTER TABLE jobs DROP COLUMN incarnation; UPDATE "
+              "store_incarnation; ALTER TABLE jobs DROP COLUMN incarnation; DROP TABLE "
+              "job_attempts; UPDATE "
               "schema_version SET version = 1 WHERE id = 1")
           .isOk());
   reopen();

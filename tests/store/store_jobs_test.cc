@@ -370,6 +370,17 @@ TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, "PREEMPTED");
   EXPECT_EQ(got->end_time, at(5601));
+  // The first attempt is kept with where it ran; the second (not requeued) is the job's own.
+  auto attempts = store().jobAttempts(id);
+  ASSERT_TRUE(attempts.ok()) << attempts.status().toString();
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ(attempts->at(0).attempt, 1);
+  EXPECT_EQ(attempts->at(0).epoch, 1);
+  EXPECT_EQ(attempts->at(0).state, "PREEMPTED");
+  EXPECT_EQ(attempts->at(0).placement_json, R"({"node":"a"})");
+  EXPECT_EQ(attempts->at(0).start_time, at(100));
+  EXPECT_EQ(attempts->at(0).end_time, at(1900));
+  EXPECT_EQ(store().jobAttempts(id + 1000).status().code(), StatusCode::kNotFound);
 
   auto usage = store().usageOfJob(id);
   ASSERT_TRUE(usage.ok());
@@ -416,6 +427,12 @@ TEST_P(JobsTest, NodeFailRequeueStartsOver) {
   EXPECT_FALSE(got->start_time.has_value());
   EXPECT_FALSE(got->end_time.has_value());
   EXPECT_EQ(got->placement_json, "");
+  auto attempts = store().jobAttempts(id);
+  ASSERT_TRUE(attempts.ok()) << attempts.status().toString();
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ(attempts->at(0).attempt, 1);
+  EXPECT_EQ(attempts->at(0).state, "NODE_FAIL");
+  EXPECT_EQ(attempts->at(0).placement_json, R"({"node":"n9"})");
   // The hour on the failed node is still accounted, once.
   auto usage = store().usageOfJob(id);
   ASSERT_TRUE(usage.ok());
