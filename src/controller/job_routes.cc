@@ -62,7 +62,7 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                for (const std::string& s : req.queryParams("state")) {
                  Result<api::JobState> state = api::parseJobState(s);
                  if (!state.ok()) return state.status().withContext("state");
-                 filter.states.emplace_back(api::jobStateName(*state));
+                 filter.states.push_back(*state);
                }
                if (auto after = req.queryParam("after")) {
                  GPOOL_ASSIGN_OR_RETURN(filter.after_id, parseId(*after, "after"));
@@ -125,7 +125,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
                GPOOL_RETURN_IF_ERROR(expectNoBody(req));
                GPOOL_RETURN_IF_ERROR(jobs.cancel(caller, id));
-               return jsonResponse(200, json{{"id", id}, {"state", "CANCELLED"}});
+               return jsonResponse(
+                   200, json{{"id", id}, {"state", api::jobStateName(api::JobState::kCancelled)}});
              }),
       kCommits);
   if (!added.isOk()) return added;
@@ -137,7 +138,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
                GPOOL_RETURN_IF_ERROR(expectNoBody(req));
                GPOOL_RETURN_IF_ERROR(jobs.requeue(caller, id));
-               return jsonResponse(200, json{{"id", id}, {"state", "PENDING"}});
+               return jsonResponse(
+                   200, json{{"id", id}, {"state", api::jobStateName(api::JobState::kPending)}});
              }),
       kCommits);
   if (!added.isOk()) return added;

@@ -400,7 +400,7 @@ Result<api::Job> JobService::show(const Caller& caller, int64_t id) {
 }
 
 std::optional<PendingInsight> JobService::insightOf(const store::JobRecord& record) const {
-  if (listener_ == nullptr || record.state != store::kStatePending) return std::nullopt;
+  if (listener_ == nullptr || record.state != api::JobState::kPending) return std::nullopt;
   return listener_->pendingInsight(record.id);
 }
 
@@ -476,7 +476,7 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
       return Status::notFound("attempt: " + what + " attempt " + std::to_string(attempt) +
                               " ran before gpoold kept earlier attempts; its log is unknown");
     }
-    GPOOL_ASSIGN_OR_RETURN(chunk.state, api::parseJobState(found->state));
+    chunk.state = found->state;
     epoch = found->epoch;
     incarnation = found->incarnation;
     GPOOL_ASSIGN_OR_RETURN(job.allocations,
@@ -572,12 +572,12 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
 
 Status JobService::cancel(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kCancel));
-  GPOOL_ASSIGN_OR_RETURN(api::JobState state, api::parseJobState(record.state));
+  const api::JobState state = record.state;
   GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kCancelled));
   // The store re-checks the state inside its transaction, so a job that ended meanwhile is
   // FailedPrecondition rather than cancelled twice.
-  GPOOL_RETURN_IF_ERROR(
-      store_.recordEnd(id, "CANCELLED", std::nullopt, clock_.now(), "cancelled by " + caller.user));
+  GPOOL_RETURN_IF_ERROR(store_.recordEnd(id, api::JobState::kCancelled, std::nullopt, clock_.now(),
+                                         "cancelled by " + caller.user));
   if (listener_) {
     if (api::holdsResources(state)) listener_->runningJobCancelled(record);
     listener_->jobsChanged();
@@ -587,18 +587,18 @@ Status JobService::cancel(const Caller& caller, int64_t id) {
 
 Status JobService::requeue(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kRequeue));
-  GPOOL_ASSIGN_OR_RETURN(api::JobState state, api::parseJobState(record.state));
-  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kPending));
+  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(record.state, api::JobState::kPending));
   GPOOL_RETURN_IF_ERROR(store_.transitionJob(store::JobTransition{
-      id, {record.state}, "PENDING", clock_.now(), "requeued by " + caller.user}));
+      id, {record.state}, api::JobState::kPending, clock_.now(), "requeued by " + caller.user}));
   if (listener_) listener_->jobsChanged();
   return Status::ok();
 }
 
 Status JobService::hold(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kHold));
-  if (record.state != store::kStatePending) {
-    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+  if (record.state != api::JobState::kPending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " +
+                                      std::string(api::jobStateName(record.state)) +
                                       ": only PENDING jobs can be held");
   }
   if (!record.hold.empty()) {
@@ -630,8 +630,9 @@ Status JobService::update(const Caller& caller, int64_t id,
                           std::optional<int32_t> priority) {
   GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "update job " + std::to_string(id)));
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(id));
-  if (record.state != store::kStatePending) {
-    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+  if (record.state != api::JobState::kPending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " +
+                                      std::string(api::jobStateName(record.state)) +
                                       ": only PENDING jobs can be updated");
   }
   GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));

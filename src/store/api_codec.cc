@@ -70,9 +70,7 @@ Result<api::Job> jobWithoutSpec(const JobRecord& record, const std::string& what
   job.user = record.user;
   job.uid = record.uid;
   job.group = record.group;
-  auto state = api::parseJobState(record.state);
-  if (!state.ok()) return Status::internal(what + ": stored state '" + record.state + "' unknown");
-  job.state = *state;
+  job.state = record.state;
   job.reason = record.reason;
   job.submit_time = record.submit_time;
   job.start_time = record.start_time;
