@@ -585,18 +585,23 @@ Status Agent::onReadLog(const protocol::ReadLog& m) {
     send(answer);
     return Status::ok();
   }
-  if (it != tasks_.end() && it->second.has_assignment &&
-      it->second.assignment.lease_epoch != m.lease_epoch) {
-    answer.error = "the log of job " + std::to_string(m.job_id) + " task " +
-                   std::to_string(m.task) + " under lease epoch " + std::to_string(m.lease_epoch) +
-                   " is gone: epoch " + std::to_string(it->second.assignment.lease_epoch) +
-                   " ran here since";
-    send(answer);
-    return Status::ok();
-  }
   // The name is built from two integers, so the path stays inside the state directory; the
   // last component is not followed if the task replaced its log with a link.
-  const std::string path = launcher_.taskDir(name) + "/" + m.stream + ".log";
+  std::string path = launcher_.taskDir(name) + "/" + m.stream + ".log";
+  if (it != tasks_.end() && it->second.has_assignment &&
+      it->second.assignment.lease_epoch != m.lease_epoch) {
+    // An earlier attempt: kept aside when the later one started here (Launcher::keepAttempt).
+    path = launcher_.attemptDir(name, m.lease_epoch) + "/" + m.stream + ".log";
+    struct stat kept {};
+    if (m.lease_epoch > it->second.assignment.lease_epoch || ::lstat(path.c_str(), &kept) != 0) {
+      answer.error = "the log of job " + std::to_string(m.job_id) + " task " +
+                     std::to_string(m.task) + " under lease epoch " +
+                     std::to_string(m.lease_epoch) + " is gone: epoch " +
+                     std::to_string(it->second.assignment.lease_epoch) + " ran here since";
+      send(answer);
+      return Status::ok();
+    }
+  }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     int err = errno;
@@ -694,10 +699,18 @@ void Agent::startTask(TaskEntry entry) {
     Tracked& placed = tasks_.insert_or_assign(name, std::move(t)).first->second;
     reportTask(placed);
   };
-  // An ended earlier attempt of the same task: its record has been reported; make room.
+  // An ended earlier attempt of the same task: its record has been reported; make room. Its
+  // directory (its output) is kept aside for `read_log` of its epoch (gpool logs --attempt),
+  // unless it was another job's (another store incarnation), whose kept attempts go with it.
   auto old = tasks_.find(name);
   if (old != tasks_.end()) {
-    (void)launcher_.remove(name);
+    const Tracked& o = old->second;
+    const bool same_job = o.has_assignment && o.assignment.incarnation == t.assignment.incarnation;
+    if (!same_job || o.assignment.lease_epoch >= t.assignment.lease_epoch ||
+        !launcher_.keepAttempt(name, o.assignment.lease_epoch).isOk()) {
+      (void)launcher_.remove(name);
+    }
+    if (!same_job) (void)launcher_.removeAttempts(name);
     tasks_.erase(old);
   }
   TaskLaunch launch = taskLaunchFrom(entry);
@@ -848,6 +861,8 @@ void Agent::removeRetiredTasks() {
     if (i >= excess && now - acknowledged < options_.task_retention) break;  // sorted: none left
     Status s = launcher_.remove(name);
     if (!s.isOk() && s.code() != StatusCode::kNotFound) continue;  // tried again next tick
+    // The task's earlier attempts here go with its latest one.
+    (void)launcher_.removeAttempts(name);
     ::unlink(assignmentPath(name).c_str());
     tasks_.erase(name);
     ++removed;

@@ -217,7 +217,9 @@ Result<std::vector<std::string>> Launcher::taskNames() const {
   std::error_code ec;
   if (!std::filesystem::exists(options_.state_root, ec)) return names;
   for (const auto& entry : std::filesystem::directory_iterator(options_.state_root, ec)) {
-    if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
+    std::string name = entry.path().filename().string();
+    // ".attempts" keeps earlier attempts (keepAttempt); no task's name starts with a dot.
+    if (entry.is_directory(ec) && !name.starts_with('.')) names.push_back(std::move(name));
   }
   if (ec) return Status::ioError("cannot list " + options_.state_root + ": " + ec.message());
   std::sort(names.begin(), names.end());
@@ -303,6 +305,41 @@ Status Launcher::remove(const std::string& name) {
     return Status::failedPrecondition("task " + name + " is still running");
   }
   return removeTree(info.dir);
+}
+
+Status Launcher::keepAttempt(const std::string& name, int64_t epoch) {
+  GPOOL_ASSIGN_OR_RETURN(TaskInfo info, refresh(name));
+  if (!isTerminal(info.status.state)) {
+    return Status::failedPrecondition("task " + name + " is still running");
+  }
+  const std::string kept = attemptDir(name, epoch);
+  GPOOL_RETURN_IF_ERROR(makeDirs(options_.state_root + "/.attempts", 0755));
+  GPOOL_RETURN_IF_ERROR(removeTree(kept));
+  if (::rename(info.dir.c_str(), kept.c_str()) != 0) {
+    return errnoStatus("cannot keep the earlier attempt of task " + name + " in", kept, errno);
+  }
+  return Status::ok();
+}
+
+Status Launcher::removeAttempts(const std::string& name) {
+  const std::string root = options_.state_root + "/.attempts";
+  const std::string prefix = name + ".";
+  std::error_code ec;
+  if (!std::filesystem::exists(root, ec)) return Status::ok();
+  std::vector<std::string> doomed;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    std::string base = entry.path().filename().string();
+    // "<name>.<epoch>": the rest after the prefix is the epoch's digits only (task "1.1" must
+    // not take "1.10"'s attempts).
+    if (base.size() > prefix.size() && base.compare(0, prefix.size(), prefix) == 0 &&
+        base.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
+      doomed.push_back(entry.path().string());
+    }
+  }
+  if (ec) return Status::ioError("cannot list " + root + ": " + ec.message());
+  for (const std::string& dir : doomed)
+    GPOOL_RETURN_IF_ERROR(removeTree(dir));
+  return Status::ok();
 }
 
 Status Launcher::adoptProcess(const std::string& name, pid_t pid) {

@@ -70,6 +70,19 @@ class Launcher {
   // Deletes the state directory of an ended task (after its end was reported upstream).
   Status remove(const std::string& name);
 
+  // Earlier attempts. A task's directory is named by job and task only, so a later attempt of
+  // the same task on this server would replace the earlier one's output; instead the earlier
+  // directory is kept, as it was, at attemptDir(name, epoch) (under "<state_root>/.attempts",
+  // which is no task's directory) until removeAttempts(name).
+  std::string attemptDir(const std::string& name, int64_t epoch) const {
+    return options_.state_root + "/.attempts/" + name + "." + std::to_string(epoch);
+  }
+  // Moves the ended task's directory to attemptDir(name, epoch), replacing one already there.
+  // FailedPrecondition while the task runs.
+  Status keepAttempt(const std::string& name, int64_t epoch);
+  // Deletes every kept attempt of task `name` (none: OK).
+  Status removeAttempts(const std::string& name);
+
   // Interactive allocations (as pam_slurm_adopt): moves process `pid` into the running task's
   // cgroup, so that it shares the task's CPU, RAM and device limits.
   Status adoptProcess(const std::string& name, pid_t pid);

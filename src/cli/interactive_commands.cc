@@ -87,6 +87,7 @@ struct LogCursor {
   bool pending = false;
   std::string data;  // what the last read returned
   std::string state;
+  uint32_t attempt = 0;  // a requeued job's run, from 1; 0: the latest
   // gpool run: the log is on another server (no output here; the job's end still counts).
   bool elsewhere = false;
   // gpool run: why the last read failed because the task's server had no agent connected
@@ -98,15 +99,18 @@ struct LogCursor {
 
 // Reads the next piece; FailedPrecondition while the task has no log yet.
 Status readNext(ApiClient& api, LogCursor* c) {
-  GPOOL_ASSIGN_OR_RETURN(json chunk, api.get("/v1/jobs/" + std::to_string(c->id) +
-                                             "/log?task=" + std::to_string(c->task) +
-                                             "&stream=" + (c->stderr_stream ? "stderr" : "stdout") +
-                                             "&offset=" + std::to_string(c->offset)));
+  GPOOL_ASSIGN_OR_RETURN(
+      json chunk,
+      api.get("/v1/jobs/" + std::to_string(c->id) + "/log?task=" + std::to_string(c->task) +
+              "&stream=" + (c->stderr_stream ? "stderr" : "stdout") +
+              "&offset=" + std::to_string(c->offset) +
+              (c->attempt == 0 ? std::string() : "&attempt=" + std::to_string(c->attempt))));
   c->data = chunk.value("data", "");
   c->offset = chunk.value("next_offset", c->offset);
   c->complete = chunk.value("complete", false);
   c->pending = chunk.value("pending", false);
   c->state = chunk.value("state", "");
+  c->attempt = chunk.value("attempt", c->attempt);
   return Status::ok();
 }
 
@@ -284,6 +288,7 @@ Status runLogs(const GlobalOptions& global, const LogsArgs& a) {
   c.id = id;
   c.task = a.task;
   c.stderr_stream = a.stderr_stream;
+  c.attempt = a.attempt;
   std::string all;  // for --json
   bool said_pending = false;
   while (true) {
@@ -319,6 +324,7 @@ Status runLogs(const GlobalOptions& global, const LogsArgs& a) {
                    {"task", a.task},
                    {"stream", a.stderr_stream ? "stderr" : "stdout"},
                    {"state", c.state},
+                   {"attempt", c.attempt},
                    {"complete", c.complete},
                    {"data", all}});
   }
@@ -629,6 +635,9 @@ void registerInteractiveCommands(CLI::App& app, std::shared_ptr<GlobalOptions> g
   logs->add_option("job", logs_args->job, "job id: 42, or 42_3 for an array element")->required();
   logs->add_option("--task", logs_args->task, "the task's rank (default 0)");
   logs->add_flag("--stderr", logs_args->stderr_stream, "the task's stderr instead of stdout");
+  logs->add_option("--attempt", logs_args->attempt,
+                   "which run of a requeued job, from 1 (default: the latest)")
+      ->check(CLI::Range(1, 1000000));
   logs->add_flag("-f,--follow", logs_args->follow,
                  "wait for the job to start, then keep printing until it ends");
   logs->callback(reporting([global, logs_args] { return runLogs(*global, *logs_args); }));

@@ -21,6 +21,7 @@ struct LogsArgs {
   uint32_t task = 0;
   bool stderr_stream = false;
   bool follow = false;
+  uint32_t attempt = 0;  // which run of a requeued job, from 1; 0: the latest
 };
 
 // gpool logs: prints the task's log; with `follow`, waits for the job to start and keeps

@@ -31,14 +31,15 @@ Result<std::vector<store::UsageRow>> usageSoFar(store::Store& store, store::Usag
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::UsageRow> ended, store.usageReport(by, from, to));
   std::vector<store::JobRecord> read;
   if (holding == nullptr) {
-    GPOOL_ASSIGN_OR_RETURN(read, store.jobsInStates({"RUNNING", "COMPLETING"}));
+    GPOOL_ASSIGN_OR_RETURN(
+        read, store.jobsInStates({api::JobState::kRunning, api::JobState::kCompleting}));
     holding = &read;
   }
   std::map<std::string, store::UsageRow> rows;
   for (store::UsageRow& row : ended)
     rows[row.key] = std::move(row);
   for (const store::JobRecord& job : *holding) {
-    if ((job.state != "RUNNING" && job.state != "COMPLETING") || !job.start_time) continue;
+    if (!api::holdsResources(job.state) || !job.start_time) continue;
     const TimePoint start = std::max(*job.start_time, from);
     if (to <= start) continue;
     const double hours = std::chrono::duration<double, std::ratio<3600>>(to - start).count();

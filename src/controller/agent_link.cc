@@ -503,8 +503,9 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
 
 Result<std::vector<protocol::TaskEntry>> AgentLink::desiredTasks(const std::string& node,
                                                                  int64_t node_epoch) {
-  GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
-                         store_.jobsInStates({"RUNNING", "COMPLETING"}));
+  GPOOL_ASSIGN_OR_RETURN(
+      std::vector<store::JobRecord> running,
+      store_.jobsInStates({api::JobState::kRunning, api::JobState::kCompleting}));
   // The grace at the time limit, as the assign carried it (the QoS level's grace_time).
   std::map<std::string, int64_t> graces;
   if (loop_ != nullptr && !running.empty()) {
@@ -583,8 +584,9 @@ Result<std::map<std::string, std::vector<GpuTenant>>> AgentLink::tenantsOf(
   std::lock_guard lock(tenants_mu_);
   Micros mono = clock_.monotonic();
   if (!tenants_read_at_ || mono - *tenants_read_at_ >= std::chrono::seconds(1)) {
-    GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
-                           store_.jobsInStates({"RUNNING", "COMPLETING"}));
+    GPOOL_ASSIGN_OR_RETURN(
+        std::vector<store::JobRecord> running,
+        store_.jobsInStates({api::JobState::kRunning, api::JobState::kCompleting}));
     std::map<std::pair<int64_t, uint32_t>, int64_t> pids;
     {
       std::lock_guard pid_lock(mu_);
@@ -845,7 +847,7 @@ bool AgentLink::settleReport(const SessionPtr& session, const protocol::TaskRepo
   bool current = false;
   bool live = false;
   if (record.ok()) {
-    live = record->state == "RUNNING" || record->state == "COMPLETING";
+    live = api::holdsResources(record->state);
     Result<api::Job> job = store::apiJobFrom(*record);
     if (job.ok() && record->epoch == lease_epoch && record->incarnation == assignment.incarnation) {
       for (const api::Allocation& a : job->allocations) {

@@ -413,13 +413,15 @@ Status addAccountRoute(net::Router& router, const Context& ctx) {
               return user.status();
             }
             // Jobs of the caller, and GPUs held per group (for the groups' quotas).
-            GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> jobs,
-                                   store.jobsInStates({"PENDING", "RUNNING", "COMPLETING"}));
+            GPOOL_ASSIGN_OR_RETURN(
+                std::vector<store::JobRecord> jobs,
+                store.jobsInStates({api::JobState::kPending, api::JobState::kRunning,
+                                    api::JobState::kCompleting}));
             int64_t running = 0, pending = 0;
             uint64_t held_milli = 0;
             std::map<std::string, uint64_t> group_held;
             for (const store::JobRecord& j : jobs) {
-              bool holds = j.state != "PENDING";
+              bool holds = j.state != api::JobState::kPending;
               if (holds) group_held[j.group] += j.gpu_thousandths;
               if (j.user != caller.user) continue;
               if (holds) {

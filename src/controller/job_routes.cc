@@ -62,7 +62,7 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                for (const std::string& s : req.queryParams("state")) {
                  Result<api::JobState> state = api::parseJobState(s);
                  if (!state.ok()) return state.status().withContext("state");
-                 filter.states.emplace_back(api::jobStateName(*state));
+                 filter.states.push_back(*state);
                }
                if (auto after = req.queryParam("after")) {
                  GPOOL_ASSIGN_OR_RETURN(filter.after_id, parseId(*after, "after"));
@@ -125,7 +125,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
                GPOOL_RETURN_IF_ERROR(expectNoBody(req));
                GPOOL_RETURN_IF_ERROR(jobs.cancel(caller, id));
-               return jsonResponse(200, json{{"id", id}, {"state", "CANCELLED"}});
+               return jsonResponse(
+                   200, json{{"id", id}, {"state", api::jobStateName(api::JobState::kCancelled)}});
              }),
       kCommits);
   if (!added.isOk()) return added;
@@ -137,7 +138,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
                GPOOL_RETURN_IF_ERROR(expectNoBody(req));
                GPOOL_RETURN_IF_ERROR(jobs.requeue(caller, id));
-               return jsonResponse(200, json{{"id", id}, {"state", "PENDING"}});
+               return jsonResponse(
+                   200, json{{"id", id}, {"state", api::jobStateName(api::JobState::kPending)}});
              }),
       kCommits);
   if (!added.isOk()) return added;
@@ -170,7 +172,7 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
   // another server: `pending` asks the client to repeat the request shortly).
   added = router.add(
       net::Method::kGet, "/v1/jobs/{id}/log",
-      authed(ctx, {"task", "stream", "offset", "limit"},
+      authed(ctx, {"task", "stream", "offset", "limit", "attempt"},
              [&jobs](const Caller& caller, const net::Request& req) -> Result<net::Response> {
                GPOOL_ASSIGN_OR_RETURN(int64_t id, parseId(req.pathParam("id"), "id"));
                int64_t task = 0;
@@ -195,10 +197,19 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                  }
                }
                if (task > 1'000'000) return Status::invalidArgument("task: out of range");
+               // Which run of a requeued job (from 1); absent: the latest.
+               int64_t attempt = 0;
+               if (auto a = req.queryParam("attempt")) {
+                 GPOOL_ASSIGN_OR_RETURN(attempt, parseId(*a, "attempt"));
+                 if (attempt < 1 || attempt > 1'000'000) {
+                   return Status::invalidArgument("attempt: must be in [1, 1000000], got " + *a);
+                 }
+               }
                GPOOL_ASSIGN_OR_RETURN(
                    LogChunk chunk,
                    jobs.readLog(caller, id, static_cast<uint32_t>(task), stream == "stderr",
-                                static_cast<uint64_t>(offset), static_cast<uint64_t>(limit)));
+                                static_cast<uint64_t>(offset), static_cast<uint64_t>(limit),
+                                static_cast<uint32_t>(attempt)));
                return jsonResponse(200, json{{"id", id},
                                              {"task", task},
                                              {"stream", stream},
@@ -210,6 +221,8 @@ Status addJobRoutes(net::Router& router, const Context& ctx) {
                                              {"state", api::jobStateName(chunk.state)},
                                              {"complete", chunk.complete},
                                              {"pending", chunk.pending},
+                                             {"attempt", chunk.attempt},
+                                             {"attempts", chunk.attempts},
                                              {"data", chunk.data}});
              }));
   if (!added.isOk()) return added;

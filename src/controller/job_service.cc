@@ -400,7 +400,7 @@ Result<api::Job> JobService::show(const Caller& caller, int64_t id) {
 }
 
 std::optional<PendingInsight> JobService::insightOf(const store::JobRecord& record) const {
-  if (listener_ == nullptr || record.state != store::kStatePending) return std::nullopt;
+  if (listener_ == nullptr || record.state != api::JobState::kPending) return std::nullopt;
   return listener_->pendingInsight(record.id);
 }
 
@@ -435,7 +435,8 @@ void endChunk(api::JobState state, LogChunk* chunk) {
 }  // namespace
 
 Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t task,
-                                     bool stderr_stream, uint64_t offset, uint64_t max_bytes) {
+                                     bool stderr_stream, uint64_t offset, uint64_t max_bytes,
+                                     uint32_t attempt) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kReadLog));
   GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
   const std::string what = "job " + std::to_string(id);
@@ -444,10 +445,45 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
                                    " task(s), numbered from 0; there is no task " +
                                    std::to_string(task));
   }
+  // Attempts are numbered from 1; the job's current one is requeue_count + 1 and earlier ones
+  // are in the store's job_attempts (each requeue keeps the placement it ends).
+  const uint32_t attempts = job.requeue_count + 1;
+  if (attempt == 0) attempt = attempts;
+  if (attempt > attempts) {
+    return Status::invalidArgument("attempt: " + what + " has had " + std::to_string(attempts) +
+                                   " attempt(s), numbered from 1; there is no attempt " +
+                                   std::to_string(attempt));
+  }
   LogChunk chunk;
   chunk.state = job.state;
   chunk.offset = offset;
   chunk.next_offset = offset;
+  chunk.attempt = attempt;
+  chunk.attempts = attempts;
+  // An earlier attempt: its placement as the requeue left it, its epoch and incarnation (the
+  // agent keeps its log under that epoch), and how it ended.
+  const bool earlier = attempt < attempts;
+  int64_t epoch = record.epoch;
+  int64_t incarnation = record.incarnation;
+  if (earlier) {
+    GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobAttempt> kept, store_.jobAttempts(id));
+    const store::JobAttempt* found = nullptr;
+    for (const store::JobAttempt& a : kept) {
+      if (a.attempt == static_cast<int32_t>(attempt)) found = &a;
+    }
+    if (found == nullptr) {
+      // Requeued before the store kept attempts (schema version 9): where it ran is unknown.
+      return Status::notFound("attempt: " + what + " attempt " + std::to_string(attempt) +
+                              " ran before gpoold kept earlier attempts; its log is unknown");
+    }
+    chunk.state = found->state;
+    epoch = found->epoch;
+    incarnation = found->incarnation;
+    GPOOL_ASSIGN_OR_RETURN(job.allocations,
+                           store::apiAllocationsFrom(found->placement_json,
+                                                     what + " attempt " + std::to_string(attempt)));
+  }
+  const api::JobState state = chunk.state;
   const api::Allocation* alloc = nullptr;
   for (const api::Allocation& a : job.allocations) {
     if (a.task == task) alloc = &a;
@@ -455,28 +491,31 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
   const std::string& path =
       alloc == nullptr ? std::string() : (stderr_stream ? alloc->stderr_log : alloc->stdout_log);
   if (path.empty()) {
-    if (api::isFinished(job.state)) {
+    if (api::isFinished(state)) {
       // Ended without ever running here (cancelled while pending, failed to start): no output.
       chunk.complete = true;
       return chunk;
     }
     return Status::failedPrecondition(what + " task " + std::to_string(task) + " is " +
-                                      std::string(api::jobStateName(job.state)) +
+                                      std::string(api::jobStateName(state)) +
                                       " and has no log yet: wait until it runs");
   }
   chunk.path = path;
   chunk.node = alloc->node;
   // The agent writes the log on the task's node; the controller reads it directly when they
   // share the machine (gpool up, or a shared file system), else through the node's agent.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // An earlier attempt's log is read through its agent only: when a later attempt of the task
+  // ran on the same node, the agent moved the earlier one's files away from `path` (which now
+  // holds the later attempt's output).
+  int fd = earlier ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
-    int err = errno;
+    int err = earlier ? ENOENT : errno;
     if (err == ENOENT) {
       // The task's directory is here but holds no log: it never wrote one (failed to start).
       struct stat dir_st {};
       std::string dir = path.substr(0, path.find_last_of('/'));
-      if (!dir.empty() && ::stat(dir.c_str(), &dir_st) == 0) {
-        chunk.complete = api::isFinished(job.state);
+      if (!earlier && !dir.empty() && ::stat(dir.c_str(), &dir_st) == 0) {
+        chunk.complete = api::isFinished(state);
         return chunk;
       }
     }
@@ -492,8 +531,8 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
                               alloc->node + "; read it there (ssh " + alloc->node + " tail -f " +
                               path + ")");
     }
-    RemoteLogRequest request{alloc->node,   id,     task,      record.epoch,
-                             stderr_stream, offset, max_bytes, record.incarnation};
+    RemoteLogRequest request{alloc->node,   id,     task,      epoch,
+                             stderr_stream, offset, max_bytes, incarnation};
     GPOOL_ASSIGN_OR_RETURN(std::optional<RemoteLogPiece> piece,
                            options_.log_relay->readRemoteLog(request));
     if (!piece) {
@@ -501,12 +540,12 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
       return chunk;
     }
     if (!piece->found) {
-      chunk.complete = api::isFinished(job.state);
+      chunk.complete = api::isFinished(state);
       return chunk;
     }
     chunk.size = piece->size;
     chunk.data = std::move(piece->data);
-    endChunk(job.state, &chunk);
+    endChunk(state, &chunk);
     return chunk;
   }
   struct stat st {};
@@ -527,18 +566,18 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
     chunk.data.resize(static_cast<size_t>(got));
   }
   ::close(fd);
-  endChunk(job.state, &chunk);
+  endChunk(state, &chunk);
   return chunk;
 }
 
 Status JobService::cancel(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kCancel));
-  GPOOL_ASSIGN_OR_RETURN(api::JobState state, api::parseJobState(record.state));
+  const api::JobState state = record.state;
   GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kCancelled));
   // The store re-checks the state inside its transaction, so a job that ended meanwhile is
   // FailedPrecondition rather than cancelled twice.
-  GPOOL_RETURN_IF_ERROR(
-      store_.recordEnd(id, "CANCELLED", std::nullopt, clock_.now(), "cancelled by " + caller.user));
+  GPOOL_RETURN_IF_ERROR(store_.recordEnd(id, api::JobState::kCancelled, std::nullopt, clock_.now(),
+                                         "cancelled by " + caller.user));
   if (listener_) {
     if (api::holdsResources(state)) listener_->runningJobCancelled(record);
     listener_->jobsChanged();
@@ -548,18 +587,18 @@ Status JobService::cancel(const Caller& caller, int64_t id) {
 
 Status JobService::requeue(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kRequeue));
-  GPOOL_ASSIGN_OR_RETURN(api::JobState state, api::parseJobState(record.state));
-  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kPending));
+  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(record.state, api::JobState::kPending));
   GPOOL_RETURN_IF_ERROR(store_.transitionJob(store::JobTransition{
-      id, {record.state}, "PENDING", clock_.now(), "requeued by " + caller.user}));
+      id, {record.state}, api::JobState::kPending, clock_.now(), "requeued by " + caller.user}));
   if (listener_) listener_->jobsChanged();
   return Status::ok();
 }
 
 Status JobService::hold(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kHold));
-  if (record.state != store::kStatePending) {
-    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+  if (record.state != api::JobState::kPending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " +
+                                      std::string(api::jobStateName(record.state)) +
                                       ": only PENDING jobs can be held");
   }
   if (!record.hold.empty()) {
@@ -591,8 +630,9 @@ Status JobService::update(const Caller& caller, int64_t id,
                           std::optional<int32_t> priority) {
   GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "update job " + std::to_string(id)));
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, store_.getJob(id));
-  if (record.state != store::kStatePending) {
-    return Status::failedPrecondition("job " + std::to_string(id) + " is " + record.state +
+  if (record.state != api::JobState::kPending) {
+    return Status::failedPrecondition("job " + std::to_string(id) + " is " +
+                                      std::string(api::jobStateName(record.state)) +
                                       ": only PENDING jobs can be updated");
   }
   GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));

@@ -65,6 +65,10 @@ struct LogChunk {
   // True while the task's agent is asked for the piece (the log is on another server): no data
   // yet, ask again with the same offset shortly.
   bool pending = false;
+  // Which attempt of the job was read (from 1) and how many it has had; for an earlier attempt
+  // `state` is how that attempt ended (PREEMPTED, NODE_FAIL, ...).
+  uint32_t attempt = 1;
+  uint32_t attempts = 1;
 };
 
 struct JobServiceOptions {
@@ -134,9 +138,11 @@ class JobService {
   // FailedPrecondition while the job has not started (no log yet). A log that is not on this
   // machine is read through the log relay: `pending` until the task's agent answers
   // (Unavailable when its agent is not connected); without a relay it is NotFound, naming the
-  // server and the path.
+  // server and the path. `attempt` picks one run of a requeued job (from 1; 0: the latest);
+  // InvalidArgument for an attempt the job has not had. An earlier attempt's log is read
+  // through its agent, which keeps it until the task's directory is removed (task_retention).
   Result<LogChunk> readLog(const Caller& caller, int64_t id, uint32_t task, bool stderr_stream,
-                           uint64_t offset, uint64_t max_bytes);
+                           uint64_t offset, uint64_t max_bytes, uint32_t attempt = 0);
 
   // PENDING, RUNNING or COMPLETING -> CANCELLED. A running job's tasks are stopped through the
   // listener. FailedPrecondition when the job has already ended.

@@ -35,7 +35,7 @@ struct PoolUse {
 
 Result<PoolUse> poolUse(store::Store& store) {
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
-                         store.jobsInStates({"RUNNING", "COMPLETING"}));
+                         store.jobsInStates({api::JobState::kRunning, api::JobState::kCompleting}));
   PoolUse use;
   for (const store::JobRecord& record : running) {
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));

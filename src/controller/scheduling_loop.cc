@@ -152,13 +152,17 @@ std::optional<std::vector<sched::TaskAllocation>> schedAllocationsFor(
 
 // Where a job another one depends on stands; the pass decides what that means for the
 // dependent (sched::DependencyState).
-sched::DependencyState dependencyStateOf(const std::string& state) {
-  if (state == "COMPLETED") return sched::DependencyState::kSucceeded;
-  if (state == "PREEMPTED" || state == "NODE_FAIL") return sched::DependencyState::kRequeueable;
-  if (state == "FAILED" || state == "CANCELLED" || state == "TIMEOUT" || state == "OUT_OF_MEMORY") {
-    return sched::DependencyState::kFailed;
+sched::DependencyState dependencyStateOf(api::JobState state) {
+  switch (state) {
+    case api::JobState::kCompleted: return sched::DependencyState::kSucceeded;
+    case api::JobState::kPreempted:
+    case api::JobState::kNodeFail: return sched::DependencyState::kRequeueable;
+    case api::JobState::kFailed:
+    case api::JobState::kCancelled:
+    case api::JobState::kTimeout:
+    case api::JobState::kOutOfMemory: return sched::DependencyState::kFailed;
+    default: return sched::DependencyState::kOpen;
   }
-  return sched::DependencyState::kOpen;
 }
 
 sched::DependencyKind dependencyKindOf(api::DependencyKind kind) {
@@ -327,12 +331,9 @@ Status SchedulingLoop::trackIdle(const store::JobRecord& record,
     idle_.erase(it);
     if (!warned) return Status::ok();
     // Unflagged where the user reads the flag: the job's reason and an event.
-    Status s = store_.transitionJob(store::JobTransition{
-        record.id,
-        {store::kStateRunning},
-        store::kStateRunning,
-        now,
-        "GPU use seen again after " + formatDuration(idle_s) + " idle: idle reclaim called off"});
+    Status s = store_.setJobReason(
+        record.id, api::JobState::kRunning, now,
+        "GPU use seen again after " + formatDuration(idle_s) + " idle: idle reclaim called off");
     if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
     return Status::ok();
   }
@@ -360,8 +361,9 @@ Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
   // jobs running on them like a lost node does: the work there is gone or cannot be trusted.
   const std::map<std::string, std::string> failed_gpus = registry_.heldGpus();
   if (down.empty() && failed_gpus.empty()) return Status::ok();
-  GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> running,
-                         store_.jobsInStates({"RUNNING", "COMPLETING"}));
+  GPOOL_ASSIGN_OR_RETURN(
+      std::vector<store::JobRecord> running,
+      store_.jobsInStates({api::JobState::kRunning, api::JobState::kCompleting}));
   TimePoint now = clock_.now();
   for (const store::JobRecord& record : running) {
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
@@ -381,7 +383,7 @@ Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
     if (lost.empty() && failed_gpu.empty()) continue;
     std::string reason = lost.empty() ? failed_gpu : "node " + lost + " not responding";
     Status moved = store_.transitionJob(
-        store::JobTransition{record.id, {record.state}, "NODE_FAIL", now, reason});
+        store::JobTransition{record.id, {record.state}, api::JobState::kNodeFail, now, reason});
     if (moved.code() == StatusCode::kFailedPrecondition) continue;  // ended meanwhile
     GPOOL_RETURN_IF_ERROR(moved);
     ++report.node_failed;
@@ -398,8 +400,8 @@ Status SchedulingLoop::failJobsOnDownNodes(PassReport& report) {
     if (job.spec.preemptible) {
       GPOOL_RETURN_IF_ERROR(store_.transitionJob(
           store::JobTransition{record.id,
-                               {"NODE_FAIL"},
-                               "PENDING",
+                               {api::JobState::kNodeFail},
+                               api::JobState::kPending,
                                now,
                                lost.empty() ? "requeued after GPU failure (" + failed_gpu + ")"
                                             : "requeued after node failure"}));
@@ -489,7 +491,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
   std::map<std::vector<std::string>, std::vector<std::string>> model_names;
 
   GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> records,
-                         store_.jobsInStates({"PENDING", "RUNNING", "COMPLETING"}));
+                         store_.jobsInStates({api::JobState::kPending, api::JobState::kRunning,
+                                              api::JobState::kCompleting}));
   std::unordered_map<int64_t, const store::JobRecord*> by_id;
   std::map<std::string, std::set<uint32_t>> rendezvous_ports;  // see persistStart
   std::vector<sched::Job> jobs;
@@ -537,7 +540,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
       sj.array_id = static_cast<sched::JobId>(*record.array_parent);
       sj.array_limit = *spec->array_max_parallel;
     }
-    if (record.state != "PENDING") {
+    if (record.state != api::JobState::kPending) {
       const std::vector<std::string> nodes = taskNodesOf(job.allocations);
       if (nodes.size() >= 2 && !job.allocations.empty()) {
         uint32_t port = job.allocations[0].rendezvous_port;
@@ -555,7 +558,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
       sj.start_time = record.start_time.value_or(now);
       auto p = preempting_.find(record.id);
       if (p != preempting_.end()) sj.preempt_deadline = p->second.deadline;
-      if (options_.idle.enabled && record.state == store::kStateRunning) {
+      if (options_.idle.enabled && record.state == api::JobState::kRunning) {
         running.insert(record.id);
         GPOOL_RETURN_IF_ERROR(trackIdle(record, idle_now, sj.preemptible, sj.qos, sj, now));
       }
@@ -626,8 +629,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
         case IdleAction::kEnd: reason += "ended at " + utcText(at) + " unless used"; break;
         default: reason += "not reclaimed (its QoS only warns)"; break;
       }
-      Status s = store_.transitionJob(store::JobTransition{
-          record.id, {store::kStateRunning}, store::kStateRunning, now, reason});
+      Status s = store_.setJobReason(record.id, api::JobState::kRunning, now, reason);
       if (s.code() == StatusCode::kFailedPrecondition) continue;  // ended meanwhile
       GPOOL_RETURN_IF_ERROR(s);
       it->second.warned = true;
@@ -652,8 +654,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
   }
   for (const sched::CancelDecision& c : decisions.cancels) {
     spdlog::info("job {}: cancelled, {}: {}", c.job, c.reason, c.detail);
-    Status s =
-        store_.recordEnd(static_cast<int64_t>(c.job), "CANCELLED", std::nullopt, now, c.reason);
+    Status s = store_.recordEnd(static_cast<int64_t>(c.job), api::JobState::kCancelled,
+                                std::nullopt, now, c.reason);
     if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
   }
   {
@@ -675,8 +677,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
         p.reason == sched::QueueReason::kJobHeldAdmin) {
       continue;  // persisted already: no event per pass
     }
-    Status s =
-        store_.transitionJob(store::JobTransition{record.id, {"PENDING"}, "PENDING", now, reason});
+    Status s = store_.setJobReason(record.id, api::JobState::kPending, now, reason);
     if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
   }
   return report;
@@ -700,8 +701,9 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
                                       std::to_string(lease_epoch) + " (current " +
                                       std::to_string(record.epoch) + ")");
   }
-  if (record.state != "RUNNING" && record.state != "COMPLETING") {
-    return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + record.state +
+  if (!api::holdsResources(record.state)) {
+    return Status::failedPrecondition("job " + std::to_string(job_id) + " is " +
+                                      std::string(api::jobStateName(record.state)) +
                                       ", not running");
   }
   GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
@@ -714,20 +716,20 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
   if (tasks.size() < job.spec.tasks) return Status::ok();
 
   // Every task ended: the job's final state is the worst of its tasks'.
-  std::string state = "COMPLETED";
+  api::JobState state = api::JobState::kCompleted;
   std::optional<int32_t> code = 0;
   const Ended* decider = nullptr;  // the first task that set `state`
   uint32_t decider_index = 0;
   for (const auto& [index, e] : tasks) {
-    std::string before = state;
+    api::JobState before = state;
     if (e.outcome == TaskOutcome::kOomKilled)
-      state = "OUT_OF_MEMORY";
-    else if (e.outcome == TaskOutcome::kTimedOut && state != "OUT_OF_MEMORY")
-      state = "TIMEOUT";
-    else if (e.outcome == TaskOutcome::kCancelled && state == "COMPLETED")
-      state = "CANCELLED";
-    else if (e.exit_code != 0 && state == "COMPLETED")
-      state = "FAILED";
+      state = api::JobState::kOutOfMemory;
+    else if (e.outcome == TaskOutcome::kTimedOut && state != api::JobState::kOutOfMemory)
+      state = api::JobState::kTimeout;
+    else if (e.outcome == TaskOutcome::kCancelled && state == api::JobState::kCompleted)
+      state = api::JobState::kCancelled;
+    else if (e.exit_code != 0 && state == api::JobState::kCompleted)
+      state = api::JobState::kFailed;
     if (state != before) {
       decider = &e;
       decider_index = index;
@@ -737,8 +739,8 @@ Status SchedulingLoop::taskEnded(int64_t job_id, uint32_t task, int64_t lease_ep
     if (e.exit_code != 0 && (*code == 0 || e.exit_code > *code)) code = e.exit_code;
   }
   std::string reason;
-  if (state != "COMPLETED") {
-    reason = state;
+  if (state != api::JobState::kCompleted) {
+    reason = api::jobStateName(state);
     if (decider != nullptr && !decider->why.empty()) {
       reason = decider->why.substr(0, kMaxEndReasonBytes);
       if (job.spec.tasks > 1) reason = "task " + std::to_string(decider_index) + ": " + reason;

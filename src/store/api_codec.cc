@@ -70,9 +70,7 @@ Result<api::Job> jobWithoutSpec(const JobRecord& record, const std::string& what
   job.user = record.user;
   job.uid = record.uid;
   job.group = record.group;
-  auto state = api::parseJobState(record.state);
-  if (!state.ok()) return Status::internal(what + ": stored state '" + record.state + "' unknown");
-  job.state = *state;
+  job.state = record.state;
   job.reason = record.reason;
   job.submit_time = record.submit_time;
   job.start_time = record.start_time;
@@ -81,20 +79,26 @@ Result<api::Job> jobWithoutSpec(const JobRecord& record, const std::string& what
   if (record.array_parent) job.array_job_id = static_cast<uint64_t>(*record.array_parent);
   if (record.array_index) job.array_index = static_cast<uint32_t>(*record.array_index);
   job.requeue_count = static_cast<uint32_t>(record.requeue_count);
-  if (!record.placement_json.empty()) {
-    GPOOL_ASSIGN_OR_RETURN(auto j, parseStored(record.placement_json, what + ".placement"));
-    if (!j.is_array()) return Status::internal(what + ": stored placement is not an array");
-    for (size_t i = 0; i < j.size(); ++i) {
-      api::Allocation alloc;
-      Status s = api::fromJson(j[i], &alloc, what + ".allocations[" + std::to_string(i) + "]");
-      if (!s.isOk()) return Status::internal("stored " + s.message());
-      job.allocations.push_back(std::move(alloc));
-    }
-  }
+  GPOOL_ASSIGN_OR_RETURN(job.allocations, apiAllocationsFrom(record.placement_json, what));
   return job;
 }
 
 }  // namespace
+
+Result<std::vector<api::Allocation>> apiAllocationsFrom(const std::string& placement_json,
+                                                        const std::string& what) {
+  std::vector<api::Allocation> allocations;
+  if (placement_json.empty()) return allocations;
+  GPOOL_ASSIGN_OR_RETURN(auto j, parseStored(placement_json, what + ".placement"));
+  if (!j.is_array()) return Status::internal(what + ": stored placement is not an array");
+  for (size_t i = 0; i < j.size(); ++i) {
+    api::Allocation alloc;
+    Status s = api::fromJson(j[i], &alloc, what + ".allocations[" + std::to_string(i) + "]");
+    if (!s.isOk()) return Status::internal("stored " + s.message());
+    allocations.push_back(std::move(alloc));
+  }
+  return allocations;
+}
 
 Result<api::Job> apiJobFrom(const JobRecord& record) {
   GPOOL_ASSIGN_OR_RETURN(api::Job job, apiJobWithoutSpec(record));

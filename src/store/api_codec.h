@@ -54,6 +54,10 @@ Result<std::string> apiJobJsonText(const JobRecord& record, const std::string& r
 
 // The placement text recordPlacement stores for these allocations (a JSON array).
 std::string placementJsonFor(const std::vector<api::Allocation>& allocations);
+// The allocations of a stored placement (JobRecord::placement_json, JobAttempt::placement_json);
+// none for an empty one. Internal, naming `what`, for a stored text that does not decode.
+Result<std::vector<api::Allocation>> apiAllocationsFrom(const std::string& placement_json,
+                                                        const std::string& what);
 
 // ---- nodes and GPUs
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/allocation.h"
+#include "api/job.h"
 
 namespace gpool::store {
 
@@ -174,13 +175,28 @@ constexpr const char* kJobColumns =
     "array_index, submit_time, start_time, end_time, placement_json, epoch, exit_code, reason, "
     "requeue_count, uid, hold, incarnation";
 
+// The jobs.state column holds the api's state names ("PENDING", ...): these two functions are
+// the only places that map between the column's text and api::JobState.
+std::string stateText(api::JobState state) {
+  return std::string(api::jobStateName(state));
+}
+
+Result<api::JobState> stateOfColumn(const std::string& text, int64_t job_id) {
+  Result<api::JobState> state = api::parseJobState(text);
+  if (!state.ok()) {
+    return Status::internal("job " + std::to_string(job_id) + ": stored state '" + text +
+                            "' unknown");
+  }
+  return state;
+}
+
 // Takes the row's large texts (the spec and the placement) instead of copying them.
-JobRecord jobFromRow(SqlRow& r) {
+Result<JobRecord> jobFromRow(SqlRow& r) {
   JobRecord j;
   j.id = r.integer(0);
   j.user = r.text(1);
   j.group = r.text(2);
-  j.state = r.text(3);
+  GPOOL_ASSIGN_OR_RETURN(j.state, stateOfColumn(r.text(3), j.id));
   j.spec_json = r.takeText(4);
   j.gpu_thousandths = static_cast<uint32_t>(r.integer(5));
   j.priority = static_cast<int32_t>(r.integer(6));
@@ -210,10 +226,10 @@ std::string placeholders(size_t first, size_t n) {
   return out;
 }
 
-bool isTerminal(const std::string& state) {
-  static const std::set<std::string> kTerminal = {
-      "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY"};
-  return kTerminal.count(state) > 0;
+// "job 12 is RUNNING, not PENDING" for a job found in another state than an action needs.
+Status notInState(int64_t job_id, api::JobState is, std::string_view needed) {
+  return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + stateText(is) +
+                                    ", not " + std::string(needed));
 }
 
 const char* subjectName(QuotaSubject s) {
@@ -228,12 +244,13 @@ Result<JobRecord> loadJob(Txn& tx, int64_t id) {
   return jobFromRow(rows[0]);
 }
 
-Status insertEvent(Txn& tx, int64_t job_id, TimePoint now, const std::string& from,
-                   const std::string& to, const std::string& reason) {
+// `from` is absent for the submission (its from_state is empty).
+Status insertEvent(Txn& tx, int64_t job_id, TimePoint now, std::optional<api::JobState> from,
+                   api::JobState to, const std::string& reason) {
   return tx.exec(
       "INSERT INTO job_events (job_id, time, from_state, to_state, reason) "
       "VALUES ($1, $2, $3, $4, $5)",
-      {job_id, micros(now), from, to, reason});
+      {job_id, micros(now), from ? stateText(*from) : std::string(), stateText(to), reason});
 }
 
 // Writes the usage of a run that started at `job.start_time` and stops at `now`.
@@ -246,8 +263,16 @@ Status insertUsage(Txn& tx, const JobRecord& job, TimePoint now) {
        micros(*job.start_time), micros(now)});
 }
 
-// A requeued job starts over: no placement, times or exit code; the requeue is counted.
-Status clearForRequeue(Txn& tx, int64_t job_id) {
+// A requeued job starts over: no placement, times or exit code; the requeue is counted. The
+// attempt that ended (in `ended_state`) is kept in job_attempts first, with where it ran, so that
+// its output can still be read (gpool logs --attempt N).
+Status clearForRequeue(Txn& tx, int64_t job_id, api::JobState ended_state) {
+  GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+  GPOOL_RETURN_IF_ERROR(tx.exec(
+      "INSERT INTO job_attempts (job_id, attempt, epoch, incarnation, state, placement_json, "
+      "start_time, end_time) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+      {job_id, int64_t{job.requeue_count} + 1, job.epoch, job.incarnation, stateText(ended_state),
+       job.placement_json, optTimeParam(job.start_time), optTimeParam(job.end_time)}));
   return tx.exec(
       "UPDATE jobs SET placement_json = '', start_time = NULL, end_time = NULL, exit_code = NULL, "
       "requeue_count = requeue_count + 1 WHERE id = $1",
@@ -334,6 +359,13 @@ CREATE INDEX alert_events_alert ON alert_events (alert_id, seq);
                 "NULL, since BIGINT NOT NULL);\n"
                 "INSERT INTO store_incarnation (id, incarnation, since) VALUES (1, 0, 0);\n"
                 "ALTER TABLE jobs ADD COLUMN incarnation BIGINT NOT NULL DEFAULT 0;\n"},
+      // Each requeued job's earlier attempts (Store::jobAttempts): where they ran, so that their
+      // output stays readable after the next attempt starts.
+      Migration{9, "job_attempts",
+                "CREATE TABLE job_attempts (job_id BIGINT NOT NULL REFERENCES jobs(id), attempt "
+                "BIGINT NOT NULL, epoch BIGINT NOT NULL, incarnation BIGINT NOT NULL, state TEXT "
+                "NOT NULL, placement_json TEXT NOT NULL, start_time BIGINT, end_time BIGINT, "
+                "PRIMARY KEY (job_id, attempt))"},
   };
 }
 
@@ -655,7 +687,7 @@ Result<std::vector<int64_t>> SqlStore::submitJobs(const std::vector<NewJob>& job
                    "gpu_thousandths, priority, array_parent, array_index, submit_time, "
                    "reason, uid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
                    "RETURNING id",
-                   {j.user, j.group, std::string(kStatePending), j.spec_json,
+                   {j.user, j.group, stateText(api::JobState::kPending), j.spec_json,
                     static_cast<int64_t>(j.gpu_thousandths), static_cast<int64_t>(j.priority),
                     parent, sqlOpt(j.array_index), micros(now), std::string("submitted"),
                     static_cast<int64_t>(j.uid)}));
@@ -666,7 +698,8 @@ Result<std::vector<int64_t>> SqlStore::submitJobs(const std::vector<NewJob>& job
         GPOOL_RETURN_IF_ERROR(
             tx.exec("UPDATE jobs SET array_parent = $1 WHERE id = $1", {SqlParam{id}}));
       }
-      GPOOL_RETURN_IF_ERROR(insertEvent(tx, id, now, "", kStatePending, "submitted"));
+      GPOOL_RETURN_IF_ERROR(
+          insertEvent(tx, id, now, std::nullopt, api::JobState::kPending, "submitted"));
     }
     return Status::ok();
   });
@@ -708,8 +741,8 @@ Result<JobPage> SqlStore::listJobs(const JobFilter& filter) {
   }
   if (!filter.states.empty()) {
     sql += " AND state IN (" + placeholders(params.size() + 1, filter.states.size()) + ")";
-    for (const auto& s : filter.states)
-      params.emplace_back(s);
+    for (api::JobState state : filter.states)
+      params.emplace_back(stateText(state));
   }
   // One row more than asked tells whether another page follows.
   params.emplace_back(int64_t{filter.limit} + 1);
@@ -719,8 +752,10 @@ Result<JobPage> SqlStore::listJobs(const JobFilter& filter) {
     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
     page.jobs.clear();
     page.jobs.reserve(rows.size());
-    for (auto& r : rows)
-      page.jobs.push_back(jobFromRow(r));
+    for (auto& r : rows) {
+      GPOOL_ASSIGN_OR_RETURN(JobRecord job, jobFromRow(r));
+      page.jobs.push_back(std::move(job));
+    }
     return Status::ok();
   });
   if (!txn_status.isOk()) return txn_status;
@@ -751,6 +786,34 @@ Result<std::vector<JobEvent>> SqlStore::jobEvents(int64_t job_id) {
   });
   if (!txn_status.isOk()) return txn_status;
   return events;
+}
+
+Result<std::vector<JobAttempt>> SqlStore::jobAttempts(int64_t job_id) {
+  std::vector<JobAttempt> attempts;
+  Status txn_status = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+    (void)job;  // NotFound for an unknown job, not an empty list
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT attempt, epoch, incarnation, state, "
+                                               "placement_json, start_time, end_time FROM "
+                                               "job_attempts WHERE job_id = $1 ORDER BY attempt",
+                                               {job_id}));
+    attempts.clear();
+    for (auto& r : rows) {
+      JobAttempt a;
+      a.job_id = job_id;
+      a.attempt = static_cast<int32_t>(r.integer(0));
+      a.epoch = r.integer(1);
+      a.incarnation = r.integer(2);
+      GPOOL_ASSIGN_OR_RETURN(a.state, stateOfColumn(r.text(3), job_id));
+      a.placement_json = r.takeText(4);
+      a.start_time = optTime(r, 5);
+      a.end_time = optTime(r, 6);
+      attempts.push_back(std::move(a));
+    }
+    return Status::ok();
+  });
+  if (!txn_status.isOk()) return txn_status;
+  return attempts;
 }
 
 Status SqlStore::transactJobs(const std::function<Status(Txn&)>& fn) {
@@ -814,23 +877,26 @@ Result<int64_t> SqlStore::lastJobEventSeq() {
 }
 
 Status SqlStore::changeJobState(Txn& tx, int64_t job_id,
-                                const std::vector<std::string>& from_states,
-                                const std::string& to_state, TimePoint now,
-                                const std::string& reason, JobRecord* before) {
+                                const std::vector<api::JobState>& from_states,
+                                api::JobState to_state, TimePoint now, const std::string& reason,
+                                JobRecord* before) {
   GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
   if (std::find(from_states.begin(), from_states.end(), job.state) == from_states.end()) {
     std::string expected;
-    for (const auto& s : from_states)
-      expected += (expected.empty() ? "" : " or ") + s;
-    return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + job.state +
-                                      ", not " + expected);
+    for (api::JobState state : from_states)
+      expected += (expected.empty() ? "" : " or ") + stateText(state);
+    return notInState(job_id, job.state, expected);
   }
+  // The one lifecycle (api/job.h): a change its table does not allow is never written, whoever
+  // asks for it.
+  GPOOL_RETURN_IF_ERROR(
+      api::checkJobTransition(job.state, to_state).withContext("job " + std::to_string(job_id)));
   // The state in the WHERE clause makes the move atomic against a concurrent writer that
   // changed the job after it was read (PostgreSQL at READ COMMITTED).
   GPOOL_ASSIGN_OR_RETURN(auto rows,
                          tx.query("UPDATE jobs SET state = $1, reason = $2 WHERE id = $3 AND "
                                   "state = $4 RETURNING id",
-                                  {to_state, reason, job_id, job.state}));
+                                  {stateText(to_state), reason, job_id, stateText(job.state)}));
   if (rows.empty()) {
     return Status::aborted("job " + std::to_string(job_id) + " changed concurrently");
   }
@@ -844,8 +910,8 @@ Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& pla
   int64_t epoch = 0;
   Status txn_status = transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
-    GPOOL_RETURN_IF_ERROR(
-        changeJobState(tx, job_id, {kStatePending}, kStateRunning, now, reason, &before));
+    GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {api::JobState::kPending},
+                                         api::JobState::kRunning, now, reason, &before));
     epoch = before.epoch + 1;
     // Entering RUNNING sets start_time (the api's invariant); recordStart
     // later moves it to the start the agent reports.
@@ -869,10 +935,7 @@ Result<int64_t> SqlStore::recordPlacement(int64_t job_id, const std::string& pla
 Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint started, TimePoint now) {
   return transactJobs([&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
-    if (job.state != kStateRunning) {
-      return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + job.state +
-                                        ", not RUNNING");
-    }
+    if (job.state != api::JobState::kRunning) return notInState(job_id, job.state, "RUNNING");
     if (job.epoch != epoch) {
       return Status::failedPrecondition("job " + std::to_string(job_id) +
                                         " start reported for "
@@ -884,7 +947,7 @@ Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint started, T
     GPOOL_ASSIGN_OR_RETURN(auto placed, tx.query("SELECT seq, time FROM job_events WHERE job_id = "
                                                  "$1 AND to_state = $2 AND from_state <> $2 "
                                                  "ORDER BY seq DESC LIMIT 1",
-                                                 {job_id, std::string(kStateRunning)}));
+                                                 {job_id, stateText(api::JobState::kRunning)}));
     int64_t placed_seq = 0;
     TimePoint placed_at = job.start_time.value_or(now);
     if (!placed.empty()) {
@@ -906,7 +969,7 @@ Status SqlStore::recordStart(int64_t job_id, int64_t epoch, TimePoint started, T
     }
     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("UPDATE jobs SET start_time = $1 WHERE id = $2 "
                                                "AND epoch = $3 AND state = $4 RETURNING id",
-                                               {micros(at), job_id, epoch, job.state}));
+                                               {micros(at), job_id, epoch, stateText(job.state)}));
     if (rows.empty()) return Status::aborted("job " + std::to_string(job_id) + " changed");
     return insertEvent(tx, job_id, at, job.state, job.state, "started");
   });
@@ -917,9 +980,7 @@ Status SqlStore::recordTaskFiles(int64_t job_id, int64_t epoch, uint32_t task,
   return transact(true, [&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
     const std::string what = "job " + std::to_string(job_id);
-    if (job.state != kStateRunning && job.state != "COMPLETING") {
-      return Status::failedPrecondition(what + " is " + job.state + ", not running");
-    }
+    if (!api::holdsResources(job.state)) return notInState(job_id, job.state, "running");
     if (job.epoch != epoch) {
       return Status::failedPrecondition(what + ": task files reported for epoch " +
                                         std::to_string(epoch) + " but the job is at " +
@@ -950,16 +1011,18 @@ Status SqlStore::recordTaskFiles(int64_t job_id, int64_t epoch, uint32_t task,
   });
 }
 
-Status SqlStore::recordEnd(int64_t job_id, const std::string& end_state,
+Status SqlStore::recordEnd(int64_t job_id, api::JobState end_state,
                            std::optional<int32_t> exit_code, TimePoint now,
                            const std::string& reason) {
-  if (!isTerminal(end_state)) {
-    return Status::invalidArgument("recordEnd: '" + end_state + "' is not a terminal job state");
+  if (!api::isFinished(end_state)) {
+    return Status::invalidArgument("recordEnd: '" + stateText(end_state) +
+                                   "' is not a terminal job state");
   }
   return transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
-    GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {kStatePending, kStateRunning, "COMPLETING"},
-                                         end_state, now, reason, &before));
+    GPOOL_RETURN_IF_ERROR(changeJobState(
+        tx, job_id, {api::JobState::kPending, api::JobState::kRunning, api::JobState::kCompleting},
+        end_state, now, reason, &before));
     GPOOL_RETURN_IF_ERROR(tx.exec("UPDATE jobs SET end_time = $1, exit_code = $2 WHERE id = $3",
                                   {micros(now), sqlOpt(exit_code), job_id}));
     return insertUsage(tx, before, now);
@@ -970,38 +1033,34 @@ Status SqlStore::recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                                   const std::string& reason) {
   return transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
-    GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {kStateRunning, "COMPLETING"}, "PREEMPTED",
-                                         now, reason, &before));
+    GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id,
+                                         {api::JobState::kRunning, api::JobState::kCompleting},
+                                         api::JobState::kPreempted, now, reason, &before));
     GPOOL_RETURN_IF_ERROR(insertUsage(tx, before, now));
     GPOOL_RETURN_IF_ERROR(
         tx.exec("UPDATE jobs SET end_time = $1 WHERE id = $2", {micros(now), job_id}));
     if (!requeue) return Status::ok();
     // The requeue is its own event (PREEMPTED -> PENDING), as in the api's state table.
-    GPOOL_RETURN_IF_ERROR(
-        changeJobState(tx, job_id, {"PREEMPTED"}, kStatePending, now, "requeued", nullptr));
-    return clearForRequeue(tx, job_id);
+    GPOOL_RETURN_IF_ERROR(changeJobState(tx, job_id, {api::JobState::kPreempted},
+                                         api::JobState::kPending, now, "requeued", nullptr));
+    return clearForRequeue(tx, job_id, api::JobState::kPreempted);
   });
 }
 
 Status SqlStore::transitionJob(const JobTransition& t) {
-  if (t.to_state.empty() || t.from_states.empty()) {
-    return Status::invalidArgument("transitionJob needs from_states and to_state");
-  }
+  if (t.from_states.empty()) return Status::invalidArgument("transitionJob needs from_states");
   return transactJobs([&](Txn& tx) -> Status {
     JobRecord before;
     GPOOL_RETURN_IF_ERROR(
         changeJobState(tx, t.job_id, t.from_states, t.to_state, t.time, t.reason, &before));
-    if (isTerminal(t.to_state)) {
+    if (api::isFinished(t.to_state)) {
       GPOOL_RETURN_IF_ERROR(
           tx.exec("UPDATE jobs SET end_time = $1 WHERE id = $2", {micros(t.time), t.job_id}));
       return insertUsage(tx, before, t.time);
     }
-    if (t.to_state == kStatePending && before.state != kStatePending) {
-      if (before.state == kStateRunning || before.state == "COMPLETING") {
-        GPOOL_RETURN_IF_ERROR(insertUsage(tx, before, t.time));
-      }
-      return clearForRequeue(tx, t.job_id);
-    }
+    // A requeue: the table allows PENDING only from an ended attempt (PREEMPTED, NODE_FAIL),
+    // whose usage was written when it ended.
+    if (t.to_state == api::JobState::kPending) return clearForRequeue(tx, t.job_id, before.state);
     return Status::ok();
   });
 }
@@ -1016,13 +1075,27 @@ Status SqlStore::setJobHold(int64_t job_id, const std::string& hold, TimePoint n
     GPOOL_ASSIGN_OR_RETURN(auto rows,
                            tx.query("UPDATE jobs SET hold = $1, reason = $2 WHERE id = $3 AND "
                                     "state = $4 RETURNING id",
-                                    {hold, reason, job_id, std::string(kStatePending)}));
+                                    {hold, reason, job_id, stateText(api::JobState::kPending)}));
     if (rows.empty()) {
       GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
-      return Status::failedPrecondition("job " + std::to_string(job_id) + " is " + job.state +
-                                        ", not PENDING");
+      return notInState(job_id, job.state, "PENDING");
     }
-    return insertEvent(tx, job_id, now, kStatePending, kStatePending, reason);
+    return insertEvent(tx, job_id, now, api::JobState::kPending, api::JobState::kPending, reason);
+  });
+}
+
+Status SqlStore::setJobReason(int64_t job_id, api::JobState state, TimePoint now,
+                              const std::string& reason) {
+  return transactJobs([&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows,
+                           tx.query("UPDATE jobs SET reason = $1 WHERE id = $2 AND state = $3 "
+                                    "RETURNING id",
+                                    {reason, job_id, stateText(state)}));
+    if (rows.empty()) {
+      GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, job_id));
+      return notInState(job_id, job.state, stateText(state));
+    }
+    return insertEvent(tx, job_id, now, state, state, reason);
   });
 }
 
@@ -1032,23 +1105,23 @@ Status SqlStore::updateJob(const JobUpdate& u) {
         auto rows,
         tx.query("UPDATE jobs SET spec_json = $1, priority = $2 WHERE id = $3 "
                  "AND state = $4 RETURNING id",
-                 {u.spec_json, int64_t{u.priority}, u.job_id, std::string(kStatePending)}));
+                 {u.spec_json, int64_t{u.priority}, u.job_id, stateText(api::JobState::kPending)}));
     if (rows.empty()) {
       GPOOL_ASSIGN_OR_RETURN(JobRecord job, loadJob(tx, u.job_id));
-      return Status::failedPrecondition("job " + std::to_string(u.job_id) + " is " + job.state +
-                                        ", not PENDING");
+      return notInState(u.job_id, job.state, "PENDING");
     }
-    return insertEvent(tx, u.job_id, u.time, kStatePending, kStatePending, u.reason);
+    return insertEvent(tx, u.job_id, u.time, api::JobState::kPending, api::JobState::kPending,
+                       u.reason);
   });
 }
 
-Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::string>& states) {
+Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<api::JobState>& states) {
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs";
   std::vector<SqlParam> params;
   if (!states.empty()) {
     sql += " WHERE state IN (" + placeholders(1, states.size()) + ")";
-    for (const auto& s : states)
-      params.emplace_back(s);
+    for (api::JobState state : states)
+      params.emplace_back(stateText(state));
   }
   sql += " ORDER BY id";
   std::vector<JobRecord> jobs;
@@ -1056,8 +1129,10 @@ Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<std::str
     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query(sql, params));
     jobs.clear();
     jobs.reserve(rows.size());
-    for (auto& r : rows)
-      jobs.push_back(jobFromRow(r));
+    for (auto& r : rows) {
+      GPOOL_ASSIGN_OR_RETURN(JobRecord job, jobFromRow(r));
+      jobs.push_back(std::move(job));
+    }
     return Status::ok();
   });
   if (!txn_status.isOk()) return txn_status;

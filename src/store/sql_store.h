@@ -101,6 +101,7 @@ class SqlStore : public Store {
   Result<JobRecord> getJob(int64_t id) override;
   Result<JobPage> listJobs(const JobFilter& filter) override;
   Result<std::vector<JobEvent>> jobEvents(int64_t job_id) override;
+  Result<std::vector<JobAttempt>> jobAttempts(int64_t job_id) override;
   Result<std::vector<JobEvent>> jobEventsAfter(int64_t after_seq, int32_t limit) override;
   Result<int64_t> lastJobEventSeq() override;
   void setJobEventListener(std::function<void()> listener) override;
@@ -109,15 +110,17 @@ class SqlStore : public Store {
   Status recordStart(int64_t job_id, int64_t epoch, TimePoint started, TimePoint now) override;
   Status recordTaskFiles(int64_t job_id, int64_t epoch, uint32_t task,
                          const TaskFiles& files) override;
-  Status recordEnd(int64_t job_id, const std::string& end_state, std::optional<int32_t> exit_code,
+  Status recordEnd(int64_t job_id, api::JobState end_state, std::optional<int32_t> exit_code,
                    TimePoint now, const std::string& reason) override;
   Status recordPreemption(int64_t job_id, bool requeue, TimePoint now,
                           const std::string& reason) override;
   Status transitionJob(const JobTransition& transition) override;
   Status updateJob(const JobUpdate& update) override;
+  Status setJobReason(int64_t job_id, api::JobState state, TimePoint now,
+                      const std::string& reason) override;
   Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
                     const std::string& reason) override;
-  Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) override;
+  Result<std::vector<JobRecord>> jobsInStates(const std::vector<api::JobState>& states) override;
   Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() override;
   Result<std::vector<PendingReasonCount>> pendingByReason() override;
   Result<int64_t> fireAlert(const AlertRecord& alert) override;
@@ -195,8 +198,8 @@ class SqlStore : public Store {
   // A write transaction that writes job events: lockJobEvents first, the listener after a
   // successful commit.
   Status transactJobs(const std::function<Status(Txn&)>& fn);
-  Status changeJobState(Txn& tx, int64_t job_id, const std::vector<std::string>& from_states,
-                        const std::string& to_state, TimePoint now, const std::string& reason,
+  Status changeJobState(Txn& tx, int64_t job_id, const std::vector<api::JobState>& from_states,
+                        api::JobState to_state, TimePoint now, const std::string& reason,
                         JobRecord* before);
 
   struct PendingWrite {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/job.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
@@ -22,12 +23,11 @@
 // (postgres_store.h). Schema, migrations and durability choices: docs/store.md.
 namespace gpool::store {
 
-// Job states are stored as the Slurm names the api layer uses ("PENDING", "RUNNING", ...). The
-// store does not own the state machine (the controller's lifecycle does); it enforces only
-// that each transition starts from the state the caller expects, atomically, so that two
-// writers can never both move the same job.
-inline constexpr const char* kStatePending = "PENDING";
-inline constexpr const char* kStateRunning = "RUNNING";
+// Job states are api::JobState values; the store keeps them as the api's names ("PENDING",
+// "RUNNING", ...) in its jobs.state column and event rows, mapped in one place (sql_store.cc).
+// The store does not own the state machine (api/job.h does): it refuses every change the api's
+// transition table does not allow, and enforces that each transition starts from the state the
+// caller expects, atomically, so that two writers can never both move the same job.
 
 struct NewJob {
   std::string user;
@@ -49,7 +49,7 @@ struct JobRecord {
   std::string user;
   uint32_t uid = 0;
   std::string group;
-  std::string state;
+  api::JobState state = api::JobState::kPending;
   std::string spec_json;
   uint32_t gpu_thousandths = 0;
   int32_t priority = 0;
@@ -141,11 +141,24 @@ struct JobEvent {
   std::string placement_json;
 };
 
+// One earlier attempt of a requeued job: the placement a requeue cleared, kept so that the
+// attempt's output can still be found (gpool logs --attempt N). Version 9.
+struct JobAttempt {
+  int64_t job_id = 0;
+  int32_t attempt = 0;  // 1 for the first run; the job's current attempt is requeue_count + 1
+  int64_t epoch = 0;    // the fencing epoch it ran under
+  int64_t incarnation = 0;
+  api::JobState state = api::JobState::kPreempted;  // how it ended: the state it was requeued from
+  std::string placement_json;  // as JobRecord::placement_json was when it ended
+  std::optional<TimePoint> start_time;
+  std::optional<TimePoint> end_time;
+};
+
 // Filters of listJobs. Empty fields match everything.
 struct JobFilter {
   std::optional<std::string> user;
   std::optional<std::string> group;
-  std::vector<std::string> states;
+  std::vector<api::JobState> states;
   std::optional<int64_t> array_parent;
   // Keyset paging: only jobs with an id greater than `after_id` (0 = from the start). Ids
   // only grow, so a page boundary never moves when jobs are submitted between two pages.
@@ -161,11 +174,11 @@ struct JobPage {
 };
 
 // A general transition, for the lifecycle's less common moves (COMPLETING, NODE_FAIL, a
-// requeue). The store checks only `from_states`; the api's table decides what is legal.
+// requeue). The job must be in one of `from_states`, and the move legal in the api's table.
 struct JobTransition {
   int64_t job_id = 0;
-  std::vector<std::string> from_states;  // the job must be in one of these
-  std::string to_state;
+  std::vector<api::JobState> from_states;  // the job must be in one of these
+  api::JobState to_state = api::JobState::kPending;
   TimePoint time{};
   std::string reason;
 };
@@ -377,6 +390,9 @@ class Store {
   virtual Result<JobPage> listJobs(const JobFilter& filter) = 0;
   // Events of one job, oldest first.
   virtual Result<std::vector<JobEvent>> jobEvents(int64_t job_id) = 0;
+  // The earlier attempts of a job (those a requeue ended), oldest first; empty for a job never
+  // requeued. NotFound for an unknown job.
+  virtual Result<std::vector<JobAttempt>> jobAttempts(int64_t job_id) = 0;
   // Events of all jobs with seq > `after_seq`, ascending seq, at most `limit`
   // (1..kMaxPageSize; InvalidArgument otherwise), with user, group and placement filled.
   // Because seq order is commit order (JobEvent::seq), reading again after the last seq
@@ -410,7 +426,7 @@ class Store {
                                  const TaskFiles& files) = 0;
   // RUNNING or COMPLETING (or PENDING, for a cancel) -> `end_state` (a terminal state). Writes
   // the usage record of the run in the same transaction when the job had started.
-  virtual Status recordEnd(int64_t job_id, const std::string& end_state,
+  virtual Status recordEnd(int64_t job_id, api::JobState end_state,
                            std::optional<int32_t> exit_code, TimePoint now,
                            const std::string& reason) = 0;
   // RUNNING or COMPLETING -> PREEMPTED, recording the usage so far; with `requeue` also
@@ -423,15 +439,23 @@ class Store {
   // FailedPrecondition when the job is not PENDING. recordPlacement refuses a held job.
   virtual Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
                             const std::string& reason) = 0;
+  // Records a new reason for a job that stays in `state` (why a PENDING job waits, a RUNNING
+  // job's idle flag) with a `state` -> `state` event, in one transaction: no transition. NotFound
+  // for an unknown job, FailedPrecondition when it is not in `state`.
+  virtual Status setJobReason(int64_t job_id, api::JobState state, TimePoint now,
+                              const std::string& reason) = 0;
   // Replaces the spec and priority of a PENDING job and writes a PENDING -> PENDING event, in
   // one transaction. NotFound for an unknown job, FailedPrecondition when it is not PENDING.
   virtual Status updateJob(const JobUpdate& update) = 0;
   // Moving to a terminal state sets end_time and writes the usage record; moving to PENDING
   // from another state is a requeue (placement, times and exit code cleared, requeue counted).
+  // Every state change of the store (this one, recordPlacement, recordEnd, recordPreemption)
+  // must be legal in api/job.h's table (api::checkJobTransition): FailedPrecondition
+  // "job N: illegal job state transition FROM -> TO" otherwise, and nothing is written.
   virtual Status transitionJob(const JobTransition& transition) = 0;
   // Jobs in any of `states` (all states when empty), for rebuilding the controller's view on
   // restart. Ascending id.
-  virtual Result<std::vector<JobRecord>> jobsInStates(const std::vector<std::string>& states) = 0;
+  virtual Result<std::vector<JobRecord>> jobsInStates(const std::vector<api::JobState>& states) = 0;
   // How many jobs are in each state (states without jobs are absent), ordered by state name.
   virtual Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() = 0;
   // PENDING jobs by their pending reason (the reason of their latest transition), with the
@@ -576,6 +600,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 8;
+inline constexpr int32_t kSchemaVersion = 9;
 
 }  // namespace gpool::store

@@ -831,6 +831,49 @@ TEST_F(AgentTest, ReadLogAnswersWithAPieceOfTheTasksLog) {
       << errors[0].dump();
 }
 
+// A later attempt of the same task on this server does not overwrite the earlier one's output:
+// read_log of the earlier epoch answers the earlier attempt's bytes, of the later epoch the later
+// one's, and both go when the task's directory is retired.
+TEST_F(AgentTest, ReadLogOfAnEarlierAttemptAnswersItsOwnOutput) {
+  welcome(*agent_);
+  agent_->handle(desired({entry(1, 4, {"echo", "first attempt", "exit", "0"})}));
+  waitEnd("1.0");
+  agent_->tick();
+  (void)agent_->takeOutbox();
+  // The requeued job's next placement (a newer epoch) on the same server.
+  agent_->handle(desired({entry(1, 5, {"echo", "second", "exit", "0"})}, 2));
+  waitEnd("1.0");
+  (void)agent_->takeOutbox();
+  auto readLog = [&](int64_t epoch) {
+    agent_->handle(message("read_log", {{"request", 7},
+                                        {"job_id", 1},
+                                        {"task", 0},
+                                        {"lease_epoch", epoch},
+                                        {"stream", "stdout"},
+                                        {"offset", 0},
+                                        {"max_bytes", 1024}}));
+    std::vector<json> answers = take(*agent_, "log_data");
+    EXPECT_EQ(answers.size(), 1u);
+    if (answers.empty()) return std::string("?");
+    json body = answers[0]["body"];
+    if (body.contains("error")) return "error: " + body["error"].get<std::string>();
+    Result<std::string> bytes = base64Decode(body.value("data", ""));
+    return bytes.ok() ? *bytes : std::string("?");
+  };
+  EXPECT_EQ(readLog(4), "first attempt\n");
+  EXPECT_EQ(readLog(5), "second\n");
+  EXPECT_NE(readLog(3).find("epoch 5 ran here since"), std::string::npos);
+  // The kept attempt is no task of its own: a restarted agent does not adopt it.
+  auto names = launcher_->adoptAll();
+  ASSERT_TRUE(names.ok()) << names.status().toString();
+  EXPECT_EQ(names->size(), 1u);
+  struct stat st;
+  EXPECT_EQ(::stat(launcher_->attemptDir("1.0", 4).c_str(), &st), 0);
+  ASSERT_TRUE(launcher_->removeAttempts("1.0").isOk());
+  EXPECT_NE(::stat(launcher_->attemptDir("1.0", 4).c_str(), &st), 0);
+  EXPECT_NE(readLog(4).find("is gone"), std::string::npos);
+}
+
 TEST_F(AgentTest, MalformedMessagesGetAnErrorNamingTheField) {
   auto errorFor = [&](const json& msg) {
     agent_->handle(msg);

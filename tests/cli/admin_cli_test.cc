@@ -356,7 +356,9 @@ TEST_F(AdminCliTest, UsageReportAndCsvReadBack) {
                       ->recordPlacement(id, store::placementJsonFor({a}),
                                         now - std::chrono::hours(3), "placed")
                       .ok());
-      ASSERT_TRUE(store->recordEnd(id, "COMPLETED", 0, now - std::chrono::hours(1), "done").isOk());
+      ASSERT_TRUE(
+          store->recordEnd(id, api::JobState::kCompleted, 0, now - std::chrono::hours(1), "done")
+              .isOk());
     }
   }
   startDaemon();
@@ -426,8 +428,10 @@ TEST_F(AdminCliTest, AccountQuotaAndUsageOfMine) {
                       ->recordPlacement((*ids)[0], store::placementJsonFor({a}),
                                         now - std::chrono::hours(3), "placed")
                       .ok());
-      ASSERT_TRUE(
-          store->recordEnd((*ids)[0], "COMPLETED", 0, now - std::chrono::hours(1), "done").isOk());
+      ASSERT_TRUE(store
+                      ->recordEnd((*ids)[0], api::JobState::kCompleted, 0,
+                                  now - std::chrono::hours(1), "done")
+                      .isOk());
     }
   }
   startDaemon();

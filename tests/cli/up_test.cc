@@ -212,8 +212,8 @@ TEST_F(UpTest, DemoJobsRunToTheirEndAndDownCancelsTheRest) {
   ASSERT_TRUE(store.ok()) << store.status().toString();
   auto job = (*store)->getJob(training);
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job->state, "CANCELLED");
-  EXPECT_EQ((*store)->getJob(quick)->state, "COMPLETED");
+  EXPECT_EQ(job->state, api::JobState::kCancelled);
+  EXPECT_EQ((*store)->getJob(quick)->state, api::JobState::kCompleted);
 }
 
 // `--set KEY=VALUE` reaches gpoold (a node whose agent dies is DOWN after the 3 s set here, not

@@ -304,7 +304,7 @@ TEST_F(AlertsTest, EveryRuleFiresAndResolvesAndTheWebhookReceivesThemAlsoAfterBe
          ASSERT_TRUE(metrics_->refreshJobStats().isOk());
        },
        [&] {
-         auto pending = store_->jobsInStates({"PENDING"});
+         auto pending = store_->jobsInStates({api::JobState::kPending});
          ASSERT_TRUE(pending.ok());
          for (const auto& j : *pending)
            ASSERT_TRUE(jobs_->cancel(Caller{"root", 0, Role::kAdmin, {}}, j.id).isOk());

@@ -50,7 +50,7 @@ TEST_F(ApiTest, EventsShowTheJobsHistory) {
   int64_t id = submit("alice", "ml");
   place(id);
   clock_.advance(std::chrono::seconds(60));
-  ASSERT_TRUE(store_->recordEnd(id, "COMPLETED", 0, clock_.now(), "done").isOk());
+  ASSERT_TRUE(store_->recordEnd(id, api::JobState::kCompleted, 0, clock_.now(), "done").isOk());
   auto r = get("alice", jobPath(id, "/events"));
   ASSERT_EQ(r.status, 200) << r.body;
   json j = body(r);
@@ -91,7 +91,7 @@ TEST_F(ApiTest, RequeueMovesAPreemptedJobBackToPending) {
   EXPECT_EQ(body(ok)["state"], "PENDING");
   auto job = store_->getJob(id);
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job->state, "PENDING");
+  EXPECT_EQ(job->state, api::JobState::kPending);
   EXPECT_EQ(job->requeue_count, 1);
   EXPECT_EQ(call("alice", Method::kPost, jobPath(id, "/requeue")).status, 409);
   EXPECT_EQ(call("root", Method::kPost, jobPath(424242, "/requeue")).status, 404);
@@ -266,8 +266,8 @@ TEST_F(ApiTest, NodeStateIsDerivedFromRunningJobs) {
   EXPECT_EQ(nodes[1]["state"], "IDLE");
   ASSERT_TRUE(registry_->drain("gpu-01", "maintenance").isOk());
   EXPECT_EQ(state("gpu-01"), "DRAINING");
-  ASSERT_TRUE(store_->recordEnd(a, "COMPLETED", 0, clock_.now(), "").isOk());
-  ASSERT_TRUE(store_->recordEnd(b, "COMPLETED", 0, clock_.now(), "").isOk());
+  ASSERT_TRUE(store_->recordEnd(a, api::JobState::kCompleted, 0, clock_.now(), "").isOk());
+  ASSERT_TRUE(store_->recordEnd(b, api::JobState::kCompleted, 0, clock_.now(), "").isOk());
   EXPECT_EQ(state("gpu-01"), "DRAINED");
   ASSERT_TRUE(registry_->resume("gpu-01").isOk());
   EXPECT_EQ(state("gpu-01"), "IDLE");
@@ -302,7 +302,7 @@ TEST_F(ApiTest, AccountIsTheCallersOwnViewWithQuotasAndUse) {
   int64_t ended = submit("carol", "ml", 500);
   place(ended);
   clock_.advance(std::chrono::hours(2));
-  ASSERT_TRUE(store_->recordEnd(ended, "COMPLETED", 0, clock_.now(), "done").isOk());
+  ASSERT_TRUE(store_->recordEnd(ended, api::JobState::kCompleted, 0, clock_.now(), "done").isOk());
   place(submit("carol", "ml", 250));
   submit("carol", "ml", 1000);
   place(submit("alice", "ml", 500));
@@ -360,8 +360,8 @@ TEST_F(ApiTest, UsageReportsGpuHoursBySliceAndHidesOthersRows) {
   place(b);
   TimePoint start = clock_.now();
   clock_.advance(std::chrono::hours(2));
-  ASSERT_TRUE(store_->recordEnd(a, "COMPLETED", 0, clock_.now(), "done").isOk());
-  ASSERT_TRUE(store_->recordEnd(b, "COMPLETED", 0, clock_.now(), "done").isOk());
+  ASSERT_TRUE(store_->recordEnd(a, api::JobState::kCompleted, 0, clock_.now(), "done").isOk());
+  ASSERT_TRUE(store_->recordEnd(b, api::JobState::kCompleted, 0, clock_.now(), "done").isOk());
   int64_t from = toUnixMicros(start) / 1'000'000 - 10;
   std::string period = "&from=" + std::to_string(from) + "&to=" + std::to_string(from + 86400);
 
@@ -580,9 +580,20 @@ TEST_F(ApiTest, LogRouteReadsTheReportedFileByOffsets) {
   EXPECT_EQ(get("alice", jobPath(id, "/log?task=1")).status, 400);
   EXPECT_EQ(get("alice", jobPath(id, "/log?bogus=1")).status, 400);
   EXPECT_EQ(get("bob", jobPath(id, "/log")).status, 403);
+  // Attempts: a job never requeued has had one; attempt 1 is the latest.
+  json one = body(get("alice", jobPath(id, "/log?attempt=1")));
+  EXPECT_EQ(one["data"], "hello\nworld\n");
+  EXPECT_EQ(one["attempt"], 1);
+  EXPECT_EQ(one["attempts"], 1);
+  auto two = get("alice", jobPath(id, "/log?attempt=2"));
+  EXPECT_EQ(two.status, 400);
+  EXPECT_NE(two.body.find("has had 1 attempt(s), numbered from 1; there is no attempt 2"),
+            std::string::npos)
+      << two.body;
+  EXPECT_EQ(get("alice", jobPath(id, "/log?attempt=0")).status, 400);
 
   // Finished: complete once read to the end.
-  ASSERT_TRUE(store_->recordEnd(id, "COMPLETED", 0, clock_.now(), "done").isOk());
+  ASSERT_TRUE(store_->recordEnd(id, api::JobState::kCompleted, 0, clock_.now(), "done").isOk());
   EXPECT_TRUE(body(get("alice", jobPath(id, "/log?offset=12")))["complete"]);
 
   // A log on another server (its directory is not on this machine): 404 with the ssh hint.

@@ -127,7 +127,7 @@ TEST_F(GpooldTest, OncePlacesWhatTheStoreHolds) {
   EXPECT_EQ(readLine(child.out), "pass: started=1 pending=0 nodes=1");
   EXPECT_EQ(waitExit(child), 0);
   auto store = testing::openStore(db_);
-  auto running = store->jobsInStates({"RUNNING"});
+  auto running = store->jobsInStates({api::JobState::kRunning});
   ASSERT_TRUE(running.ok());
   EXPECT_EQ(running->size(), 1u);
 }

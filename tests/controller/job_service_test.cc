@@ -232,7 +232,7 @@ TEST_F(JobServiceTest, CancelPendingOnceWithEvent) {
   ASSERT_TRUE(ids.ok());
   int64_t id = ids->front();
   ASSERT_TRUE(service_.cancel(alice_, id).isOk());
-  EXPECT_EQ(store_->getJob(id)->state, "CANCELLED");
+  EXPECT_EQ(store_->getJob(id)->state, api::JobState::kCancelled);
   EXPECT_TRUE(listener_.cancelled.empty());  // it held nothing
   EXPECT_EQ(service_.cancel(alice_, id).code(), StatusCode::kFailedPrecondition);
   auto events = service_.events(alice_, id);
@@ -276,7 +276,8 @@ TEST_F(JobServiceTest, RolesActOnAnotherUsersJob) {
     EXPECT_EQ(requeue, c.allowed ? StatusCode::kFailedPrecondition : StatusCode::kPermissionDenied);
     Status cancel = service_.cancel(c.caller, id);
     EXPECT_EQ(cancel.isOk(), c.allowed) << cancel.toString();
-    EXPECT_EQ(store_->getJob(id)->state, c.allowed ? "CANCELLED" : "PENDING");
+    EXPECT_EQ(store_->getJob(id)->state,
+              c.allowed ? api::JobState::kCancelled : api::JobState::kPending);
   }
 }
 
@@ -285,13 +286,14 @@ TEST_F(JobServiceTest, RequeueAfterNodeFail) {
   ASSERT_TRUE(ids.ok());
   int64_t id = ids->front();
   ASSERT_TRUE(store_->recordPlacement(id, "[]", clock_.now(), "placed").ok());
-  ASSERT_TRUE(store_
-                  ->transitionJob(
-                      store::JobTransition{id, {"RUNNING"}, "NODE_FAIL", clock_.now(), "node lost"})
-                  .isOk());
+  ASSERT_TRUE(
+      store_
+          ->transitionJob(store::JobTransition{
+              id, {api::JobState::kRunning}, api::JobState::kNodeFail, clock_.now(), "node lost"})
+          .isOk());
   ASSERT_TRUE(service_.requeue(alice_, id).isOk());
   auto job = store_->getJob(id);
-  EXPECT_EQ(job->state, "PENDING");
+  EXPECT_EQ(job->state, api::JobState::kPending);
   EXPECT_EQ(job->requeue_count, 1);
 }
 

@@ -188,7 +188,8 @@ class LiveFeedTest : public ::testing::Test {
     auto epoch =
         store_->recordPlacement(id, R"([{"task":0,"node":"gpu-01"}])", realClock().now(), "placed");
     ASSERT_TRUE(epoch.ok());
-    ASSERT_TRUE(store_->recordEnd(id, "COMPLETED", 0, realClock().now(), "exit 0").isOk());
+    ASSERT_TRUE(
+        store_->recordEnd(id, api::JobState::kCompleted, 0, realClock().now(), "exit 0").isOk());
   }
 
   testing::TempDir dir_;

@@ -221,7 +221,7 @@ TEST_F(OpenApiTest, EveryGetAnswerMatchesItsDocumentedSchema) {
   int64_t id = submit("alice", "ml", 500);
   place(id);
   clock_.advance(std::chrono::hours(1));
-  ASSERT_TRUE(store_->recordEnd(id, "COMPLETED", 0, clock_.now(), "done").isOk());
+  ASSERT_TRUE(store_->recordEnd(id, api::JobState::kCompleted, 0, clock_.now(), "done").isOk());
   int64_t running = submit("bob", "vision", 1000);
   place(running);
   submit("alice", "ml", 250);

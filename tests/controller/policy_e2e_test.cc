@@ -449,7 +449,8 @@ class PolicyTest : public PolicyPool {
     std::string why = ensureUsers({"mia", "bob"});
     if (!why.empty()) GTEST_SKIP() << why;
   }
-  void start(const std::string& fixture = "8x-a100-sxm4-80gb-nvlink") {
+  void start(const std::string& fixture = "8x-a100-sxm4-80gb-nvlink",
+             const std::map<std::string, std::string>& settings = {}) {
     sim::Scenario s;
     s.source = "test";
     sim::ScenarioServer srv;
@@ -457,6 +458,8 @@ class PolicyTest : public PolicyPool {
     srv.fixture = fixture;
     s.servers.push_back(srv);
     s.settings = {{"preempt_grace", "1s"}};
+    for (const auto& [key, value] : settings)
+      s.settings[key] = value;
     sim::ScenarioGroup g;
     g.name = "gA";
     s.groups.push_back(g);
@@ -622,6 +625,59 @@ TEST_F(PolicyTest, UnhealthyGpusAreThePendingReasonAndNotFree) {
   EXPECT_EQ(nodes.rc, 0) << nodes.err;
   EXPECT_NE(nodes.out.find("(1 unhealthy)"), std::string::npos) << nodes.out;
   EXPECT_NE(nodes.out.find(" 0/1 "), std::string::npos) << nodes.out;  // nothing free
+}
+
+// Item 6: a preempted attempt's output is not overwritten by the next attempt, even on the same
+// server: gpool logs --attempt 1 shows the first run's, --attempt 2 (and the default) the
+// second's, and an attempt the job has not had is refused naming it and how many there were.
+TEST_F(PolicyTest, EachAttemptOfARequeuedJobKeepsItsOwnLog) {
+  start("8x-a100-sxm4-80gb-nvlink", {{"preempt_min_run_time", "1s"}, {"preempt_delay", "0s"}});
+  put("/v1/qos/low", json{{"name", "low"}, {"priority", 10}, {"preemptible", true}});
+  put("/v1/qos/high", json{{"name", "high"}, {"priority", 100}});
+  // Each run says which it is (a file in the working directory counts them), then runs until
+  // it is stopped.
+  api::JobSpec victim = gpus(8000);
+  victim.qos = "low";
+  victim.preemptible = true;
+  victim.command = {"/bin/sh", "-c",
+                    "n=$(cat runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > runs; "
+                    "echo \"run $n\"; trap 'exit 0' TERM; sleep 300 & wait"};
+  ASSERT_EQ(submit("v", "mia", victim), 201);
+  ASSERT_TRUE(waitFor("v", "RUNNING"));
+  const std::string id = std::to_string(ids_["v"]);
+  auto logs = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"logs", id};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return gpoolAs("mia", args);
+  };
+  ASSERT_TRUE(eventually([&] { return logs({}).out == "run 1\n"; })) << logs({}).err;
+  // bob's high-QoS job preempts it, ends at once, and v runs again on the same GPUs.
+  api::JobSpec high = gpus(8000);
+  high.qos = "high";
+  high.command = {"/bin/true"};
+  ASSERT_EQ(submit("p", "bob", high), 201);
+  ASSERT_TRUE(eventually([&] {
+    json j = job(ids_["v"]);
+    return j.value("state", "") == "RUNNING" && j.value("requeue_count", 0) == 1;
+  })) << job(ids_["v"]).dump();
+  ASSERT_TRUE(eventually([&] { return logs({}).out == "run 2\n"; })) << logs({}).err;
+  cli::testing::Output first = logs({"--attempt", "1"});
+  EXPECT_EQ(first.rc, 0) << first.err;
+  EXPECT_EQ(first.out, "run 1\n") << first.err;
+  cli::testing::Output second = logs({"--attempt", "2"});
+  EXPECT_EQ(second.rc, 0) << second.err;
+  EXPECT_EQ(second.out, "run 2\n") << second.err;
+  cli::testing::Output as_json = logs({"--attempt", "1", "--json"});
+  json j = json::parse(as_json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << as_json.out << as_json.err;
+  EXPECT_EQ(j.value("attempt", 0), 1) << as_json.out;
+  EXPECT_EQ(j.value("state", ""), "PREEMPTED") << as_json.out;
+  EXPECT_TRUE(j.value("complete", false)) << as_json.out;
+  cli::testing::Output none = logs({"--attempt", "3"});
+  EXPECT_EQ(none.rc, 2) << none.err;
+  EXPECT_NE(none.err.find("has had 2 attempt(s), numbered from 1; there is no attempt 3"),
+            std::string::npos)
+      << none.err;
 }
 
 // Item 7: --gpu-model as users name models; gpool nodes --models lists the names.

@@ -85,7 +85,9 @@ class SchedulingLoopTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().toString();
     return r.ok() ? *r : PassReport{};
   }
-  std::string state(int64_t id) { return ctl_->store->getJob(id)->state; }
+  std::string state(int64_t id) {
+    return std::string(api::jobStateName(ctl_->store->getJob(id)->state));
+  }
   // Sets the quota of user alice or of a group, creating the record it belongs to first.
   void setQuota(store::QuotaSubject subject, const std::string& name, const api::Quota& quota) {
     if (subject == store::QuotaSubject::kUser) {
@@ -376,7 +378,7 @@ TEST_F(SchedulingLoopTest, StartAndEndAreTheTasksOwnAcrossARestartAndALateReport
       ctl_->loop.taskEnded(id, 0, a.lease_epoch, 0, TaskOutcome::kExited, "", ended).isOk());
   auto job = ctl_->store->getJob(id);
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job->state, "COMPLETED");
+  EXPECT_EQ(job->state, api::JobState::kCompleted);
   EXPECT_EQ(job->start_time, started);
   EXPECT_EQ(job->end_time, ended);
   auto events = ctl_->store->jobEvents(id);
@@ -614,7 +616,7 @@ TEST_F(SchedulingLoopTest, PendingReasonIsPersistedOnceWhileUnchanged) {
   EXPECT_EQ(pass().started, 1u);
   EXPECT_EQ(state(first), "RUNNING");
   auto job = ctl_->store->getJob(second);
-  EXPECT_EQ(job->state, "PENDING");
+  EXPECT_EQ(job->state, api::JobState::kPending);
   EXPECT_EQ(job->reason, "Resources");
   size_t events = ctl_->store->jobEvents(second)->size();
   pass();
@@ -647,7 +649,7 @@ TEST_F(SchedulingLoopTest, LostNodeRequeuesOrFailsWithNewEpoch) {
 
   // The restartable job went back to PENDING and, in the same pass, to node b with a new epoch.
   auto job = ctl_->store->getJob(requeued);
-  EXPECT_EQ(job->state, "RUNNING");
+  EXPECT_EQ(job->state, api::JobState::kRunning);
   EXPECT_EQ(job->requeue_count, 1);
   auto assignments = gateway_.forJob(requeued);
   ASSERT_EQ(assignments.size(), 2u);

@@ -100,7 +100,7 @@ TEST_P(LeaderLeaseTest, DeposedLeadersWriteIsRefusedByTheDatabase) {
   EXPECT_TRUE(store_b->submitJobs({leaseJob("bob")}, at(4)).ok());
 
   EXPECT_FALSE(store_a->submitJobs({leaseJob("alice")}, at(5)).ok());
-  EXPECT_FALSE(store_a->recordEnd(1, "COMPLETED", 0, at(5), "deposed").isOk());
+  EXPECT_FALSE(store_a->recordEnd(1, api::JobState::kCompleted, 0, at(5), "deposed").isOk());
   // A's renewal finds the lease gone and tells it who leads now.
   auto renewed = lease_a->acquireOrRenew(a->token);
   ASSERT_TRUE(renewed.ok()) << renewed.status().toString();
@@ -109,7 +109,7 @@ TEST_P(LeaderLeaseTest, DeposedLeadersWriteIsRefusedByTheDatabase) {
   EXPECT_EQ(jobCount(), 2u);
   auto first = store().getJob(1);
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(first->state, "PENDING");  // A's recordEnd never landed
+  EXPECT_EQ(first->state, api::JobState::kPending);  // A's recordEnd never landed
 }
 
 TEST_P(LeaderLeaseTest, LeaseLapsesOnTheDatabasesClockWithoutRenewal) {

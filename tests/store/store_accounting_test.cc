@@ -27,7 +27,7 @@ int64_t runJob(Store& store, const std::string& user, const std::string& group, 
   auto epoch = store.recordPlacement(id, "{}", start, "placed");
   EXPECT_TRUE(epoch.ok());
   EXPECT_TRUE(store.recordStart(id, *epoch, start, start).isOk());
-  EXPECT_TRUE(store.recordEnd(id, "COMPLETED", 0, end, "done").isOk());
+  EXPECT_TRUE(store.recordEnd(id, api::JobState::kCompleted, 0, end, "done").isOk());
   return id;
 }
 

@@ -117,7 +117,8 @@ TEST_P(ApiCodecTest, ListTextIsWhatShowWrites) {
       store().recordPlacement(ids->at(1), placementJsonFor(allocations), at(5), "placed").ok());
   ASSERT_TRUE(
       store().recordPlacement(plain->at(0), placementJsonFor(allocations), at(5), "p").ok());
-  ASSERT_TRUE(store().recordEnd(plain->at(0), "FAILED", 3, at(9), "exit \"3\"").isOk());
+  ASSERT_TRUE(
+      store().recordEnd(plain->at(0), api::JobState::kFailed, 3, at(9), "exit \"3\"").isOk());
   JobFilter filter;
   filter.user = "dora";
   auto page = store().listJobs(filter);

@@ -194,7 +194,7 @@ TEST_P(BackupTest, RestoreKeepsTheCurrentStoreAsideAndNeverReusesAnId) {
   const std::string backup = takeBackup();
   auto later = store().submitJobs({backupJob("d"), backupJob("e")}, at(1));
   ASSERT_TRUE(later.ok());
-  ASSERT_TRUE(store().recordEnd(later->at(1), "FAILED", 7, at(2), "exit 7").isOk());
+  ASSERT_TRUE(store().recordEnd(later->at(1), api::JobState::kFailed, 7, at(2), "exit 7").isOk());
   auto r = restore(backup);
   ASSERT_TRUE(r.ok()) << r.status().toString();
   EXPECT_EQ(r->next_job_id_floor, later->at(1));
@@ -208,7 +208,7 @@ TEST_P(BackupTest, RestoreKeepsTheCurrentStoreAsideAndNeverReusesAnId) {
   EXPECT_GT(fresh->at(0), later->at(1)) << "a new job got an id the replaced store had issued";
   auto got = store().getJob(fresh->at(0));
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "PENDING");
+  EXPECT_EQ(got->state, api::JobState::kPending);
   EXPECT_FALSE(got->exit_code.has_value());
   // The replaced store, kept aside, still opens with all five jobs.
   ASSERT_FALSE(r->kept_aside.empty());
@@ -249,12 +249,14 @@ TEST_P(BackupTest, RestoreMarksANewIncarnationAboveBothStores) {
 TEST_P(BackupTest, RestoreMigratesAnOlderSchema) {
   auto ids = store().submitJobs({backupJob("old")}, at(0));
   ASSERT_TRUE(ids.ok());
-  ASSERT_TRUE(store()
-                  .execForTest("DROP TABLE task_telemetry; DROP TABLE alert_events; DROP TABLE "
-                               "alerts; DROP TABLE gpu_holds; DROP TABLE store_incarnation; ALTER "
-                               "TABLE jobs DROP COLUMN incarnation; UPDATE schema_version SET "
-                               "version = 4 WHERE id = 1")
-                  .isOk());
+  ASSERT_TRUE(
+      store()
+          .execForTest("DROP TABLE task_telemetry; DROP TABLE alert_events; DROP TABLE "
+                       "alerts; DROP TABLE gpu_holds; DROP TABLE store_incarnation; DROP TABLE "
+                       "job_attempts; ALTER "
+                       "TABLE jobs DROP COLUMN incarnation; UPDATE schema_version SET "
+                       "version = 4 WHERE id = 1")
+          .isOk());
   const std::string backup = takeBackup();
   auto sum = verifyBackup(backup, tempDir());
   ASSERT_TRUE(sum.ok()) << sum.status().toString();

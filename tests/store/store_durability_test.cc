@@ -68,7 +68,8 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
               "DROP COLUMN reusable; ALTER TABLE api_tokens DROP COLUMN uses; "
               "ALTER TABLE api_tokens DROP COLUMN last_used; DROP TABLE task_telemetry; DROP TABLE "
               "alert_events; DROP TABLE alerts; DROP TABLE gpu_holds; DROP TABLE "
-              "store_incarnation; ALTER TABLE jobs DROP COLUMN incarnation; UPDATE "
+              "store_incarnation; ALTER TABLE jobs DROP COLUMN incarnation; DROP TABLE "
+              "job_attempts; UPDATE "
               "schema_version SET version = 1 WHERE id = 1")
           .isOk());
   reopen();
@@ -186,15 +187,16 @@ TEST_P(DurabilityTest, InjectedFailureMidTransactionLeavesNothingHalfWritten) {
   // recordEnd: load, update state, event, end time, usage. Fail at the usage row: the state
   // change and its event written before it must be rolled back too.
   store().failStatementForTest(5);
-  EXPECT_EQ(store().recordEnd(id, "FAILED", 1, at(4000), "exit 1").code(), StatusCode::kIoError);
+  EXPECT_EQ(store().recordEnd(id, api::JobState::kFailed, 1, at(4000), "exit 1").code(),
+            StatusCode::kIoError);
   auto got = store().getJob(id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "RUNNING");
+  EXPECT_EQ(got->state, api::JobState::kRunning);
   EXPECT_FALSE(got->end_time.has_value());
   EXPECT_EQ(store().jobEvents(id)->size(), 3u);
   EXPECT_TRUE(store().usageOfJob(id)->empty());
   // And the same call succeeds once the fault is gone.
-  ASSERT_TRUE(store().recordEnd(id, "FAILED", 1, at(4000), "exit 1").isOk());
+  ASSERT_TRUE(store().recordEnd(id, api::JobState::kFailed, 1, at(4000), "exit 1").isOk());
   EXPECT_EQ(store().jobEvents(id)->size(), 4u);
   EXPECT_EQ(store().usageOfJob(id)->size(), 1u);
 

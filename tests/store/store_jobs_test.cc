@@ -42,7 +42,7 @@ TEST_P(JobsTest, SubmitStoresEveryFieldAndASubmittedEvent) {
   EXPECT_EQ(got->user, "alice");
   EXPECT_EQ(got->uid, 1001u);
   EXPECT_EQ(got->group, "vision");
-  EXPECT_EQ(got->state, "PENDING");
+  EXPECT_EQ(got->state, api::JobState::kPending);
   EXPECT_EQ(got->spec_json, j.spec_json);
   EXPECT_EQ(got->gpu_thousandths, 250u);
   EXPECT_EQ(got->priority, 7);
@@ -126,7 +126,7 @@ TEST_P(JobsTest, AHeldJobStaysPendingAndIsNotPlaced) {
   ASSERT_TRUE(held.ok());
   EXPECT_EQ(held->hold, "user");
   EXPECT_EQ(held->reason, "JobHeldUser");
-  EXPECT_EQ(held->state, "PENDING");
+  EXPECT_EQ(held->state, api::JobState::kPending);
   auto placed = store().recordPlacement(id, "[]", at(3), "placed");
   EXPECT_EQ(placed.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(store().getJob(id)->epoch, 0);  // nothing of the placement was written
@@ -223,7 +223,7 @@ TEST_P(JobsTest, TaskFilesGoIntoTheTasksAllocationAtTheCurrentEpochOnly) {
   EXPECT_EQ(stored[1]["stdout_log"], "/t/1.1/stdout.log");
   EXPECT_EQ(stored[1]["stderr_log"], "/t/1.1/stderr.log");
   EXPECT_EQ(stored[1]["shell_socket"], "/var/lib/gpool/agent/shell.sock");
-  EXPECT_EQ(got->state, "RUNNING");
+  EXPECT_EQ(got->state, api::JobState::kRunning);
 }
 
 TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
@@ -234,11 +234,11 @@ TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
   // A start reported for another epoch is fenced off.
   EXPECT_EQ(store().recordStart(id, 0, at(6), at(6)).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store().recordStart(id, 1, at(10), at(10)).isOk());
-  ASSERT_TRUE(store().recordEnd(id, "COMPLETED", 0, at(10 + 7200), "exit 0").isOk());
+  ASSERT_TRUE(store().recordEnd(id, api::JobState::kCompleted, 0, at(10 + 7200), "exit 0").isOk());
 
   auto got = store().getJob(id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "COMPLETED");
+  EXPECT_EQ(got->state, api::JobState::kCompleted);
   EXPECT_EQ(got->placement_json, R"({"node":"n1","gpus":["GPU-1"]})");
   EXPECT_EQ(got->start_time, at(10));
   EXPECT_EQ(got->end_time, at(7210));
@@ -294,7 +294,7 @@ TEST_P(JobsTest, AStartIsTheTasksOwnAndIsRecordedOncePerRun) {
     }
   }
   EXPECT_EQ(started, 1);
-  ASSERT_TRUE(store().recordEnd(id, "COMPLETED", 0, at(68), "exit 0").isOk());
+  ASSERT_TRUE(store().recordEnd(id, api::JobState::kCompleted, 0, at(68), "exit 0").isOk());
   auto usage = store().usageOfJob(id);
   ASSERT_TRUE(usage.ok());
   ASSERT_EQ(usage->size(), 1u);
@@ -321,19 +321,22 @@ TEST_P(JobsTest, TransitionFromTheWrongStateChangesNothing) {
   int64_t id = submitOne(store(), job("dave"), at(0));
   EXPECT_EQ(store().recordStart(id, 0, at(1), at(1)).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(store().recordPreemption(id, true, at(1), "x").code(), StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(store().recordEnd(id, "CANCELLED", std::nullopt, at(2), "cancelled by dave").isOk());
-  EXPECT_EQ(store().recordEnd(id, "COMPLETED", 0, at(3), "late").code(),
+  ASSERT_TRUE(
+      store()
+          .recordEnd(id, api::JobState::kCancelled, std::nullopt, at(2), "cancelled by dave")
+          .isOk());
+  EXPECT_EQ(store().recordEnd(id, api::JobState::kCompleted, 0, at(3), "late").code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(store().recordPlacement(id, "{}", at(3), "placed").status().code(),
             StatusCode::kFailedPrecondition);
-  EXPECT_EQ(store().recordEnd(id, "RUNNING", 0, at(3), "not terminal").code(),
+  EXPECT_EQ(store().recordEnd(id, api::JobState::kRunning, 0, at(3), "not terminal").code(),
             StatusCode::kInvalidArgument);
   auto events = store().jobEvents(id);
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->size(), 2u);
   auto got = store().getJob(id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "CANCELLED");
+  EXPECT_EQ(got->state, api::JobState::kCancelled);
   EXPECT_EQ(got->end_time, at(2));
   // A cancel before the job ran uses no GPU time.
   EXPECT_TRUE(store().usageOfJob(id)->empty());
@@ -346,7 +349,7 @@ TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
   ASSERT_TRUE(store().recordPreemption(id, true, at(100 + 1800), "preempted by qos high").isOk());
   auto got = store().getJob(id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "PENDING");
+  EXPECT_EQ(got->state, api::JobState::kPending);
   EXPECT_EQ(got->requeue_count, 1);
   EXPECT_EQ(got->placement_json, "");
   EXPECT_FALSE(got->start_time.has_value());
@@ -368,8 +371,19 @@ TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
   ASSERT_TRUE(store().recordPreemption(id, false, at(2001 + 3600), "preempted, no requeue").isOk());
   got = store().getJob(id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "PREEMPTED");
+  EXPECT_EQ(got->state, api::JobState::kPreempted);
   EXPECT_EQ(got->end_time, at(5601));
+  // The first attempt is kept with where it ran; the second (not requeued) is the job's own.
+  auto attempts = store().jobAttempts(id);
+  ASSERT_TRUE(attempts.ok()) << attempts.status().toString();
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ(attempts->at(0).attempt, 1);
+  EXPECT_EQ(attempts->at(0).epoch, 1);
+  EXPECT_EQ(attempts->at(0).state, api::JobState::kPreempted);
+  EXPECT_EQ(attempts->at(0).placement_json, R"({"node":"a"})");
+  EXPECT_EQ(attempts->at(0).start_time, at(100));
+  EXPECT_EQ(attempts->at(0).end_time, at(1900));
+  EXPECT_EQ(store().jobAttempts(id + 1000).status().code(), StatusCode::kNotFound);
 
   auto usage = store().usageOfJob(id);
   ASSERT_TRUE(usage.ok());
@@ -384,21 +398,95 @@ TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
 
 TEST_P(JobsTest, GeneralTransitionChecksTheExpectedState) {
   int64_t id = submitOne(store(), job("fay"), at(0));
-  JobTransition hold{id, {"RUNNING"}, "PENDING", at(1), "held"};
+  JobTransition hold{id, {api::JobState::kRunning}, api::JobState::kPending, at(1), "held"};
   EXPECT_EQ(store().transitionJob(hold).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store().recordPlacement(id, "{}", at(1), "placed").ok());
   ASSERT_TRUE(store().recordStart(id, 1, at(2), at(2)).isOk());
-  JobTransition completing{id, {"RUNNING"}, "COMPLETING", at(3), "processes exited"};
+  JobTransition completing{
+      id, {api::JobState::kRunning}, api::JobState::kCompleting, at(3), "processes exited"};
   ASSERT_TRUE(store().transitionJob(completing).isOk());
-  JobTransition timeout{id, {"COMPLETING"}, "TIMEOUT", at(4), "time limit"};
+  JobTransition timeout{
+      id, {api::JobState::kCompleting}, api::JobState::kTimeout, at(4), "time limit"};
   ASSERT_TRUE(store().transitionJob(timeout).isOk());
   auto got = store().getJob(id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "TIMEOUT");
+  EXPECT_EQ(got->state, api::JobState::kTimeout);
   EXPECT_EQ(got->end_time, at(4));
   EXPECT_EQ(store().usageOfJob(id)->size(), 1u);
-  EXPECT_EQ(store().transitionJob(JobTransition{id, {}, "X", at(5), ""}).code(),
+  EXPECT_EQ(store().transitionJob(JobTransition{id, {}, api::JobState::kFailed, at(5), ""}).code(),
             StatusCode::kInvalidArgument);
+}
+
+// The store writes only what the api's lifecycle table allows (api::checkJobTransition),
+// whatever the caller expects: an illegal change is refused naming the job, from and to, and
+// nothing of it is written.
+TEST_P(JobsTest, IllegalTransitionsAreRefusedAndNothingIsWritten) {
+  int64_t id = submitOne(store(), job("ivy", "ml", 1000), at(0));
+  const std::string job_name = "job " + std::to_string(id) + ": ";
+  // PENDING -> TIMEOUT: a job that never ran cannot run out of time.
+  Status timeout = store().recordEnd(id, api::JobState::kTimeout, std::nullopt, at(1), "bogus");
+  EXPECT_EQ(timeout.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(timeout.message().find(job_name + "illegal job state transition PENDING -> TIMEOUT"),
+            std::string::npos)
+      << timeout.toString();
+  ASSERT_TRUE(store().recordPlacement(id, R"([])", at(2), "placed").ok());
+  ASSERT_TRUE(store().recordStart(id, 1, at(3), at(3)).isOk());
+  // RUNNING -> PENDING: only an ended attempt (PREEMPTED, NODE_FAIL) is requeued.
+  Status back = store().transitionJob(
+      {id, {api::JobState::kRunning}, api::JobState::kPending, at(4), "bogus"});
+  EXPECT_EQ(back.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(back.message().find(job_name + "illegal job state transition RUNNING -> PENDING"),
+            std::string::npos)
+      << back.toString();
+  // RUNNING -> RUNNING is no transition either.
+  EXPECT_EQ(
+      store()
+          .transitionJob({id, {api::JobState::kRunning}, api::JobState::kRunning, at(4), "bogus"})
+          .code(),
+      StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store().recordEnd(id, api::JobState::kCompleted, 0, at(5), "exit 0").isOk());
+  // COMPLETED -> PENDING: a completed job is never requeued.
+  Status requeue = store().transitionJob(
+      {id, {api::JobState::kCompleted}, api::JobState::kPending, at(6), "bogus"});
+  EXPECT_EQ(requeue.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(requeue.message().find("COMPLETED -> PENDING"), std::string::npos)
+      << requeue.toString();
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, api::JobState::kCompleted);
+  EXPECT_EQ(got->requeue_count, 0);
+  EXPECT_EQ(got->end_time, at(5));
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  for (const JobEvent& e : *events)
+    EXPECT_NE(e.reason, "bogus") << e.from_state << e.to_state;
+  EXPECT_EQ(store().usageOfJob(id)->size(), 1u);
+  // A state the api does not know, written behind the store's back, is Internal when read.
+  ASSERT_TRUE(store()
+                  .execForTest("UPDATE jobs SET state = 'BOGUS' WHERE id = " + std::to_string(id))
+                  .isOk());
+  EXPECT_EQ(store().getJob(id).status().code(), StatusCode::kInternal);
+}
+
+// The scheduler's pending reason: a PENDING -> PENDING event, only for a PENDING job.
+TEST_P(JobsTest, PendingReasonIsRecordedForPendingJobsOnly) {
+  int64_t id = submitOne(store(), job("ivy"), at(0));
+  ASSERT_TRUE(store().setJobReason(id, api::JobState::kPending, at(1), "Resources").isOk());
+  auto got = store().getJob(id);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, api::JobState::kPending);
+  EXPECT_EQ(got->reason, "Resources");
+  auto events = store().jobEvents(id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ(events->back().from_state, "PENDING");
+  EXPECT_EQ(events->back().to_state, "PENDING");
+  EXPECT_EQ(events->back().reason, "Resources");
+  ASSERT_TRUE(store().recordPlacement(id, R"([])", at(2), "placed").ok());
+  EXPECT_EQ(store().setJobReason(id, api::JobState::kPending, at(3), "Priority").code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store().setJobReason(id + 1000, api::JobState::kPending, at(3), "Priority").code(),
+            StatusCode::kNotFound);
 }
 
 TEST_P(JobsTest, NodeFailRequeueStartsOver) {
@@ -407,15 +495,28 @@ TEST_P(JobsTest, NodeFailRequeueStartsOver) {
   ASSERT_TRUE(epoch.ok());
   ASSERT_TRUE(store().recordStart(id, *epoch, at(0), at(0)).isOk());
   ASSERT_TRUE(
-      store().transitionJob({id, {"RUNNING"}, "NODE_FAIL", at(3600), "node n9 down"}).isOk());
-  ASSERT_TRUE(store().transitionJob({id, {"NODE_FAIL"}, "PENDING", at(3601), "requeued"}).isOk());
+      store()
+          .transitionJob(
+              {id, {api::JobState::kRunning}, api::JobState::kNodeFail, at(3600), "node n9 down"})
+          .isOk());
+  ASSERT_TRUE(
+      store()
+          .transitionJob(
+              {id, {api::JobState::kNodeFail}, api::JobState::kPending, at(3601), "requeued"})
+          .isOk());
   auto got = store().getJob(id);
   ASSERT_TRUE(got.ok());
-  EXPECT_EQ(got->state, "PENDING");
+  EXPECT_EQ(got->state, api::JobState::kPending);
   EXPECT_EQ(got->requeue_count, 1);
   EXPECT_FALSE(got->start_time.has_value());
   EXPECT_FALSE(got->end_time.has_value());
   EXPECT_EQ(got->placement_json, "");
+  auto attempts = store().jobAttempts(id);
+  ASSERT_TRUE(attempts.ok()) << attempts.status().toString();
+  ASSERT_EQ(attempts->size(), 1u);
+  EXPECT_EQ(attempts->at(0).attempt, 1);
+  EXPECT_EQ(attempts->at(0).state, api::JobState::kNodeFail);
+  EXPECT_EQ(attempts->at(0).placement_json, R"({"node":"n9"})");
   // The hour on the failed node is still accounted, once.
   auto usage = store().usageOfJob(id);
   ASSERT_TRUE(usage.ok());
@@ -444,19 +545,19 @@ TEST_P(JobsTest, ListFiltersByUserGroupAndState) {
 
   JobFilter by_group_state;
   by_group_state.group = "g1";
-  by_group_state.states = {"RUNNING"};
+  by_group_state.states = {api::JobState::kRunning};
   page = store().listJobs(by_group_state);
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs.size(), 1u);
   EXPECT_EQ(page->jobs[0].id, ids->at(0));
 
   JobFilter pending_or_running;
-  pending_or_running.states = {"PENDING", "RUNNING"};
+  pending_or_running.states = {api::JobState::kPending, api::JobState::kRunning};
   page = store().listJobs(pending_or_running);
   ASSERT_TRUE(page.ok());
   EXPECT_EQ(page->jobs.size(), 12u);
 
-  auto active = store().jobsInStates({"RUNNING"});
+  auto active = store().jobsInStates({api::JobState::kRunning});
   ASSERT_TRUE(active.ok());
   EXPECT_EQ(active->size(), 2u);
 }
@@ -510,10 +611,13 @@ TEST_P(JobsTest, EventsAfterASeqFollowAllJobsInSeqOrderWithOwnerAndPlacement) {
   int64_t a = submitOne(store(), job("alice", "vision"), at(0));
   int64_t b = submitOne(store(), job("bob", "nlp"), at(1));
   ASSERT_TRUE(store().recordPlacement(a, R"({"node":"n1"})", at(2), "placed").ok());
-  ASSERT_TRUE(store().recordEnd(b, "CANCELLED", std::nullopt, at(3), "cancelled by bob").isOk());
+  ASSERT_TRUE(store()
+                  .recordEnd(b, api::JobState::kCancelled, std::nullopt, at(3), "cancelled by bob")
+                  .isOk());
   EXPECT_EQ(notified.load(), 4);
   // A refused transition writes nothing and tells nobody.
-  EXPECT_FALSE(store().recordEnd(b, "CANCELLED", std::nullopt, at(4), "again").isOk());
+  EXPECT_FALSE(
+      store().recordEnd(b, api::JobState::kCancelled, std::nullopt, at(4), "again").isOk());
   EXPECT_EQ(notified.load(), 4);
   // Reads and non-job writes do not call it either.
   ASSERT_TRUE(store().jobEvents(a).ok());
@@ -566,7 +670,8 @@ TEST_P(JobsTest, TailingEventsAfterTheLastSeqMissesNoneUnderConcurrentWriters) {
       for (int i = 0; i < kJobsEach; ++i) {
         int64_t id = submitOne(store(), job("user" + std::to_string(w)), at(i));
         EXPECT_TRUE(store().recordPlacement(id, "{}", at(i), "placed").ok());
-        EXPECT_TRUE(store().recordEnd(id, "COMPLETED", 0, at(i + 1), "exit 0").isOk());
+        EXPECT_TRUE(
+            store().recordEnd(id, api::JobState::kCompleted, 0, at(i + 1), "exit 0").isOk());
       }
     });
   }
