@@ -557,7 +557,7 @@ TEST_F(SchedulingLoopTest, TaskEndsAreKeptWhenTheStoreCannotCommitTheJobsEnd) {
   EXPECT_TRUE(job_ended);
   auto job = ctl_->store->getJob(id);
   ASSERT_TRUE(job.ok());
-  EXPECT_EQ(job->state, "FAILED");
+  EXPECT_EQ(job->state, api::JobState::kFailed);
   EXPECT_EQ(job->exit_code, 3);
   EXPECT_EQ(job->reason, "task 0: exited with 3");
 }
