@@ -945,7 +945,10 @@ void Agent::sampleAndCheck(TimePoint now) {
     protocol::Telemetry telemetry = telemetryMessage(*sample);
     for (const gpu::Finding& f : gpu::checkHealth(inventory_, *sample, options_.health))
       findings.push_back(findingMessage(f));
-    // A GPU process belongs to a task when it descends from the task's process. Processes of
+    // A GPU process belongs to a task when it descends from the task's process, or, while the
+    // task runs, from its supervisor: a container's processes hang under Podman's conmon,
+    // which the supervisor adopts, not under the `podman run` it started, and they must count
+    // against the slice's quota instead of being killed as strays on its GPU. Processes of
     // running tasks are tagged with their job and task in the telemetry, so that the
     // controller attributes a shared GPU's memory to its tenants.
     gpu::GpuOwnership own;
@@ -956,8 +959,11 @@ void Agent::sampleAndCheck(TimePoint now) {
         const gpu::GpuProcess& p = g.processes[pi];
         for (const auto& [name, t] : tasks_) {
           if (t.info.status.task_pid <= 0) continue;
-          if (!descendsFrom(p.pid, t.info.status.task_pid)) continue;
           bool ended = isTerminal(t.info.status.state);
+          // An ended task's supervisor is gone and its pid may be another process's now.
+          const bool under_supervisor = !ended && t.info.status.supervisor_pid > 0 &&
+                                        descendsFrom(p.pid, t.info.status.supervisor_pid);
+          if (!under_supervisor && !descendsFrom(p.pid, t.info.status.task_pid)) continue;
           auto& set = ended ? own.dead_task_pids : own.task_pids;
           set[g.uuid].insert(p.pid);
           if (!ended && t.has_assignment) {

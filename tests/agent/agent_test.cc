@@ -726,6 +726,26 @@ TEST_F(AgentTest, SliceBackstopEndsATaskOverItsQuotaAndKillsStraysOnItsGpu) {
   EXPECT_FALSE(isTerminal(launcher_->info("9.0")->status.state));
 }
 
+// A container's GPU processes hang under Podman's conmon, which the task's supervisor adopts,
+// not under the task's own process: what descends from a running task's supervisor is the
+// task's. Its memory counts against the slice's quota, and it is never killed as a stray.
+TEST_F(AgentTest, ProcessesUnderTheSupervisorCountAsTheTasks) {
+  welcome(*agent_);
+  json slice = entry(8, 1, {"wait"});
+  slice["launch"]["slice"] = {{"memory_mib", 1024}, {"compute_milli", 250}};
+  agent_->handle(desired({slice}));
+  // The supervisor stands in for conmon: it is not the task's descendant, but under the
+  // supervisor (its own tree).
+  const int supervisor = launcher_->info("8.0")->status.supervisor_pid;
+  ASSERT_GT(supervisor, 0);
+  ASSERT_TRUE(backend_->startProcess("GPU-agent-test-0", supervisor, 2048).isOk());
+  agent_->tick();
+  TaskStatus end = waitEnd("8.0");
+  EXPECT_EQ(end.state, TaskState::kOutOfMemory) << end.reason;
+  EXPECT_NE(end.reason.find("held 2048 MiB"), std::string::npos) << end.reason;
+  EXPECT_TRUE(backend_->kills().empty());
+}
+
 // With --slice-backstop report the task keeps running and the finding says so.
 TEST_F(AgentTest, SliceBackstopOnlyReportsByPolicy) {
   agent_ =
