@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "config/config.h"
-#include "store/backup.h"
+#include "store/store_address.h"
 
 namespace gpool::controller {
 namespace {

@@ -475,11 +475,6 @@ std::string uniqueSuffix() {
 
 }  // namespace
 
-bool isPostgresStore(const std::string& store) {
-  return store.rfind("postgresql://", 0) == 0 || store.rfind("postgres://", 0) == 0 ||
-         store.find('=') != std::string::npos;
-}
-
 Result<BackupHeader> backupSqliteStore(const std::string& store_path,
                                        const std::string& backup_path, TimePoint now) {
   if (isPostgresStore(store_path)) {

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "store/store_address.h"
 
 // Backups of the SQLite store (docs/admin-guide.md, "Backups"): `gpool admin backup`, `verify`
 // and `restore`, and gpoold's backup timer, all go through these functions.
@@ -58,10 +59,6 @@ struct BackupSummary {
   int64_t nodes = 0;
   std::optional<TimePoint> last_event;  // the latest job event's time
 };
-
-// True when `store` names a PostgreSQL database (a postgresql:// URI or a libpq key=value
-// string) rather than a SQLite file; the same rule gpoold uses.
-bool isPostgresStore(const std::string& store);
 
 // Copies the SQLite store at `store_path` into the backup file `backup_path` while gpoold (or
 // anyone) keeps writing to it. The copy is SQLite's online backup API run in one step, i.e. one
