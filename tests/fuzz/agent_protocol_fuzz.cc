@@ -96,6 +96,7 @@ void decodeAsEveryType(const json& body) {
   roundTrip<protocol::Cancel>(body);
   roundTrip<protocol::ReadLog>(body);
   roundTrip<protocol::Lease>(body);
+  roundTrip<protocol::TaskAck>(body);
 }
 
 // What gpool-agent does with a frame from gpoold: it must decode strictly as its type.
@@ -121,7 +122,7 @@ void checkSent(const std::string& text) {
   if (!(decodesAs<protocol::Welcome>(*env, text) || decodesAs<protocol::DesiredState>(*env, text) ||
         decodesAs<protocol::Assign>(*env, text) || decodesAs<protocol::Cancel>(*env, text) ||
         decodesAs<protocol::ReadLog>(*env, text) || decodesAs<protocol::Lease>(*env, text) ||
-        decodesAs<protocol::Error>(*env, text))) {
+        decodesAs<protocol::TaskAck>(*env, text) || decodesAs<protocol::Error>(*env, text))) {
     fail("gpoold sent a frame of a type the agent does not know: " + text);
   }
 }
