@@ -329,7 +329,10 @@ Status ShellServer::startContainerExec(int conn, const json& reply, const json& 
   return Status::ok();
 }
 
-Result<json> requestShellAdoption(const std::string& socket_path, const std::string& task) {
+namespace {
+
+// A connected stream to the agent's shell socket at `socket_path`; the caller closes it.
+Result<int> connectShellSocket(const std::string& socket_path) {
   sockaddr_un addr{};
   if (socket_path.size() >= sizeof(addr.sun_path)) {
     return Status::invalidArgument("shell socket path too long: " + socket_path);
@@ -344,6 +347,13 @@ Result<json> requestShellAdoption(const std::string& socket_path, const std::str
     ::close(fd);
     return s;
   }
+  return fd;
+}
+
+}  // namespace
+
+Result<json> requestShellAdoption(const std::string& socket_path, const std::string& task) {
+  GPOOL_ASSIGN_OR_RETURN(int fd, connectShellSocket(socket_path));
   std::string line;
   bool ok = writeAll(fd, json{{"task", task}}.dump() + "\n") && readLine(fd, &line);
   ::close(fd);
@@ -358,20 +368,7 @@ Result<json> requestShellAdoption(const std::string& socket_path, const std::str
 
 Result<int> requestContainerExec(const std::string& socket_path, const std::string& task,
                                  const std::vector<std::string>& command, bool tty) {
-  sockaddr_un addr{};
-  if (socket_path.size() >= sizeof(addr.sun_path)) {
-    return Status::invalidArgument("shell socket path too long: " + socket_path);
-  }
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::ioError("socket: " + std::string(std::strerror(errno)));
-  addr.sun_family = AF_UNIX;
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    Status s = Status::unavailable("cannot connect to the agent's shell socket " + socket_path +
-                                   ": " + std::strerror(errno));
-    ::close(fd);
-    return s;
-  }
+  GPOOL_ASSIGN_OR_RETURN(int fd, connectShellSocket(socket_path));
   std::string request = json{{"task", task}, {"exec", command}, {"tty", tty}}.dump() + "\n";
   iovec iov{request.data(), request.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};

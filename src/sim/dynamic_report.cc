@@ -21,28 +21,6 @@ std::string general(double v, int digits) {
   return buf;
 }
 
-std::string pad(const std::string& s, size_t w, bool right = true) {
-  if (s.size() >= w) return s;
-  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
-
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string xmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -144,6 +122,28 @@ std::vector<Series> timeSeries(const std::vector<DynamicResult>& results,
 
 }  // namespace
 
+std::string padToWidth(const std::string& s, size_t width, bool right) {
+  if (s.size() >= width) return s;
+  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 std::string lineChartSvg(const std::string& title, const std::string& xlabel,
                          const std::string& ylabel, const std::vector<ChartSeries>& series,
                          bool log_x) {
@@ -161,18 +161,20 @@ std::string formatDynamicTable(const std::vector<DynamicResult>& results) {
   std::string out;
   if (results.empty()) return out;
   out += "workload " + results[0].workload + ", placement " + results[0].placement + "\n";
-  out += pad("policy", 10, false) + pad("mode", 10, false) + pad("jobs", 7) + pad("done", 7) +
-         pad("avg JCT", 9) + pad("p50 JCT", 9) + pad("p99 JCT", 9) + pad("avg wait", 9) +
-         pad("p50 wait", 9) + pad("p99 wait", 9) + pad("alloc%", 8) + pad("used%", 7) +
-         pad("Jain", 6) + pad("preempt", 8) + pad("wall", 7) + "\n";
+  out += padToWidth("policy", 10, false) + padToWidth("mode", 10, false) + padToWidth("jobs", 7) +
+         padToWidth("done", 7) + padToWidth("avg JCT", 9) + padToWidth("p50 JCT", 9) +
+         padToWidth("p99 JCT", 9) + padToWidth("avg wait", 9) + padToWidth("p50 wait", 9) +
+         padToWidth("p99 wait", 9) + padToWidth("alloc%", 8) + padToWidth("used%", 7) +
+         padToWidth("Jain", 6) + padToWidth("preempt", 8) + padToWidth("wall", 7) + "\n";
   for (const DynamicResult& r : results) {
-    out += pad(r.policy, 10, false) + pad(r.mode, 10, false) + pad(std::to_string(r.jobs), 7) +
-           pad(std::to_string(r.finished), 7) + pad(humanSeconds(r.jct_avg_s), 9) +
-           pad(humanSeconds(r.jct_p50_s), 9) + pad(humanSeconds(r.jct_p99_s), 9) +
-           pad(humanSeconds(r.queue_avg_s), 9) + pad(humanSeconds(r.queue_p50_s), 9) +
-           pad(humanSeconds(r.queue_p99_s), 9) + pad(fixed(r.alloc_pct, 1), 8) +
-           pad(fixed(r.used_pct, 1), 7) + pad(fixed(r.jain, 3), 6) +
-           pad(std::to_string(r.preemptions), 8) + pad(fixed(r.wall_s, 1) + "s", 7) + "\n";
+    out += padToWidth(r.policy, 10, false) + padToWidth(r.mode, 10, false) +
+           padToWidth(std::to_string(r.jobs), 7) + padToWidth(std::to_string(r.finished), 7) +
+           padToWidth(humanSeconds(r.jct_avg_s), 9) + padToWidth(humanSeconds(r.jct_p50_s), 9) +
+           padToWidth(humanSeconds(r.jct_p99_s), 9) + padToWidth(humanSeconds(r.queue_avg_s), 9) +
+           padToWidth(humanSeconds(r.queue_p50_s), 9) + padToWidth(humanSeconds(r.queue_p99_s), 9) +
+           padToWidth(fixed(r.alloc_pct, 1), 8) + padToWidth(fixed(r.used_pct, 1), 7) +
+           padToWidth(fixed(r.jain, 3), 6) + padToWidth(std::to_string(r.preemptions), 8) +
+           padToWidth(fixed(r.wall_s, 1) + "s", 7) + "\n";
   }
   const DynamicResult& f = results[0];
   out +=

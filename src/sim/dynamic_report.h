@@ -40,4 +40,11 @@ std::string lineChartSvg(const std::string& title, const std::string& xlabel,
 // "1h 02m", "3.2d": a short human form of a duration in seconds.
 std::string humanSeconds(double seconds);
 
+// `s` padded with spaces to `width` columns, on the left (`right`-aligned) or the right; a longer
+// `s` is returned as it is.
+std::string padToWidth(const std::string& s, size_t width, bool right = true);
+
+// `s` as a JSON string literal, quotes included (", \ and control characters escaped).
+std::string jsonString(const std::string& s);
+
 }  // namespace gpool::sim

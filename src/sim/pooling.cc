@@ -15,33 +15,11 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string pad(const std::string& s, size_t w, bool right = true) {
-  if (s.size() >= w) return s;
-  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
-
 // Whether a replay keeps the target delays (within one scheduling interval: passes run at most
 // once per interval, so delays closer than that are the same) and finished every job.
 bool keeps(const DynamicResult& r, double p50, double p95, int64_t interval_s) {
   const double slack = static_cast<double>(interval_s);
   return r.unfinished == 0 && r.queue_p50_s <= p50 + slack && r.queue_p95_s <= p95 + slack;
-}
-
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 uint32_t smallestKeeping(const PoolingResult& res, bool exclusive, int64_t interval_s) {
@@ -117,17 +95,19 @@ Result<PoolingResult> runPooling(const std::vector<DynJob>& jobs, const PoolingO
 std::string formatPoolingTable(const PoolingResult& r) {
   std::string out = "workload " + r.workload + "; servers of " + r.server + " (" +
                     std::to_string(r.gpus_per_server) + " GPUs each)\n";
-  out += pad("way", 26, false) + pad("servers", 8) + pad("GPUs", 6) + pad("p50 wait", 10) +
-         pad("p95 wait", 10) + pad("alloc%", 8) + pad("used%", 7) + pad("done", 12) + "\n";
+  out += padToWidth("way", 26, false) + padToWidth("servers", 8) + padToWidth("GPUs", 6) +
+         padToWidth("p50 wait", 10) + padToWidth("p95 wait", 10) + padToWidth("alloc%", 8) +
+         padToWidth("used%", 7) + padToWidth("done", 12) + "\n";
   for (const PoolingPoint& p : r.points) {
     std::string way =
         p.exclusive ? "exclusive GPUs, " + p.result.policy : "gpool slices, " + p.result.policy;
-    out += pad(way, 26, false) + pad(std::to_string(p.servers), 8) +
-           pad(std::to_string(p.gpus), 6) + pad(humanSeconds(p.result.queue_p50_s), 10) +
-           pad(humanSeconds(p.result.queue_p95_s), 10) + pad(fixed(p.result.alloc_pct, 1), 8) +
-           pad(fixed(p.result.used_pct, 1), 7) +
-           pad(std::to_string(p.result.finished) + "/" + std::to_string(p.result.jobs), 12) +
-           (p.exclusive && p.servers == r.reference_servers ? "  <- reference" : "") + "\n";
+    out +=
+        padToWidth(way, 26, false) + padToWidth(std::to_string(p.servers), 8) +
+        padToWidth(std::to_string(p.gpus), 6) + padToWidth(humanSeconds(p.result.queue_p50_s), 10) +
+        padToWidth(humanSeconds(p.result.queue_p95_s), 10) +
+        padToWidth(fixed(p.result.alloc_pct, 1), 8) + padToWidth(fixed(p.result.used_pct, 1), 7) +
+        padToWidth(std::to_string(p.result.finished) + "/" + std::to_string(p.result.jobs), 12) +
+        (p.exclusive && p.servers == r.reference_servers ? "  <- reference" : "") + "\n";
   }
   auto pool = [&](uint32_t servers) {
     return servers == 0 ? std::string("none in the range")
