@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -24,6 +25,11 @@ std::vector<std::string> splitCsv(const std::string& line) {
   out.push_back(cur);
   return out;
 }
+
+// A job of more than a century, or a time stamp more than ~140 million years from the epoch,
+// is a corrupt line, not a trace.
+constexpr int64_t kMaxTraceDurationSeconds = int64_t{100} * 365 * 86400;
+constexpr int64_t kMaxTraceTimeSeconds = int64_t{1} << 52;
 
 template <typename T>
 bool parseNumber(const std::string& s, T* out) {
@@ -108,6 +114,12 @@ Result<std::vector<DynJob>> readPhillyJobs(const std::string& path, const TraceF
     uint32_t gpus = 0;
     if (!parseNumber(f[1], &duration)) return bad("bad duration '" + f[1] + "'");
     if (!parseNumber(f[2], &gpus)) return bad("bad num_gpus '" + f[2] + "'");
+    // from_chars reads "inf" and "nan", and a huge duration does not fit the int64 seconds the
+    // replay counts in: both are refused rather than converted (undefined behaviour).
+    if (!std::isfinite(duration) || duration > kMaxTraceDurationSeconds) {
+      return bad("duration '" + f[1] + "' is not a number of seconds up to " +
+                 std::to_string(kMaxTraceDurationSeconds));
+    }
     if (gpus == 0 || duration <= 0) continue;
     DynJob j;
     j.id = i;
@@ -153,6 +165,13 @@ Result<std::vector<DynJob>> readOpenbJobs(const std::string& path, const TraceFi
               parseNumber(f[c_ngpu], &j.num_gpus) && parseNumber(f[c_milli], &j.gpu_milli) &&
               parseNumber(f[c_create], &created) && parseNumber(f[c_delete], &deleted);
     if (!ok) return Status::invalidArgument(path + ":" + std::to_string(i + 1) + ": bad number");
+    // Bounded so that deletion - creation (and the replay's submit + duration) cannot overflow.
+    if (created < -kMaxTraceTimeSeconds || created > kMaxTraceTimeSeconds ||
+        deleted < -kMaxTraceTimeSeconds || deleted > kMaxTraceTimeSeconds) {
+      return Status::invalidArgument(path + ":" + std::to_string(i + 1) +
+                                     ": creation_time/deletion_time beyond +-" +
+                                     std::to_string(kMaxTraceTimeSeconds) + " s");
+    }
     if (j.num_gpus == 0 || j.gpu_milli == 0 || deleted <= created) continue;
     if (j.num_gpus > 1) j.gpu_milli = 1000;  // multi-GPU pods take whole GPUs
     j.gpu_milli = std::min<uint32_t>(j.gpu_milli, 1000);

@@ -96,6 +96,30 @@ TEST(DynamicTrace, RejectsMalformedRowsWithTheLine) {
   EXPECT_NE(r.status().message().find(":2:"), std::string::npos) << r.status().message();
 }
 
+// Found by the sim_traces fuzz target (regressions/sim_traces/philly_duration_beyond_int64): a
+// duration of 7.8e70 s, or "inf"/"nan", was converted to int64 (undefined behaviour); openb times
+// near INT64_MAX overflowed deletion - creation.
+TEST(DynamicTrace, RefusesDurationsAndTimesBeyondTheReplaysRange) {
+  for (const char* duration : {"7.8e70", "inf", "nan", "3153600001"}) {
+    std::string path =
+        writeTemp("huge.csv", std::string("timestamp,duration,num_gpus,gpu_time,cluster\n"
+                                          "2017-10-01 00:10:00,") +
+                                  duration + ",2,100.0,vcB\n");
+    auto r = readPhillyJobs(path, {});
+    ASSERT_FALSE(r.ok()) << duration;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(":2: duration"), std::string::npos) << r.status().message();
+  }
+  std::string pods =
+      writeTemp("pods-huge.csv",
+                "name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,deletion_time\n"
+                "p0,4000,1024,1,500,-9223372036854775807,9223372036854775807\n");
+  auto r = readOpenbJobs(pods, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(":2: creation_time/deletion_time beyond"), std::string::npos)
+      << r.status().message();
+}
+
 TEST(DynamicTrace, ReadsOpenbLifetimesAndSlices) {
   std::string path =
       writeTemp("pods.csv",
