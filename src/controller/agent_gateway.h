@@ -27,6 +27,10 @@ struct TaskAssignment {
   int64_t node_epoch = 0;  // NodeRegistry::nodeEpoch at the time of the assignment
   std::string user;
   uint32_t uid = 0;
+  // For an array element: the array's job id and the element's index, which the task finds in
+  // GPOOL_ARRAY_JOB_ID and GPOOL_ARRAY_TASK_ID (Slurm's SLURM_ARRAY_JOB_ID/_TASK_ID).
+  std::optional<int64_t> array_job_id;
+  std::optional<int32_t> array_index;
   api::JobSpec spec;
   api::Allocation allocation;
   // Seconds between SIGTERM and SIGKILL at the time limit (the job's QoS grace_time); unset:

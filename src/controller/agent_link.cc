@@ -142,6 +142,10 @@ protocol::TaskEntry taskEntryFor(const TaskAssignment& a,
   l.user = a.user;
   l.uid = a.uid;
   l.env = spec.env;
+  if (a.array_job_id && a.array_index) {
+    l.env["GPOOL_ARRAY_JOB_ID"] = std::to_string(*a.array_job_id);
+    l.env["GPOOL_ARRAY_TASK_ID"] = std::to_string(*a.array_index);
+  }
   l.working_dir = spec.working_dir;
   l.cpus_milli = a.allocation.cpus_milli;
   l.memory_mib = a.allocation.ram_mib;
@@ -531,6 +535,8 @@ Result<std::vector<protocol::TaskEntry>> AgentLink::desiredTasks(const std::stri
       t.node_epoch = node_epoch;
       t.user = record.user;
       t.uid = record.uid;
+      t.array_job_id = record.array_parent;
+      t.array_index = record.array_index;
       t.spec = job->spec;
       t.allocation = a;
       t.task_nodes = task_nodes;

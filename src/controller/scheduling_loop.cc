@@ -451,6 +451,8 @@ Status SchedulingLoop::persistStart(
     assignment.node_epoch = registry_.nodeEpoch(a.node);
     assignment.user = record.user;
     assignment.uid = record.uid;
+    assignment.array_job_id = record.array_parent;
+    assignment.array_index = record.array_index;
     assignment.spec = job.spec;
     assignment.allocation = a;
     assignment.grace_s = grace_of(job.spec.qos);

@@ -643,6 +643,42 @@ TEST(TaskEntryJsonTest, CarriesTimeLimitAndQosGrace) {
   EXPECT_EQ(taskEntryJson(a)["launch"]["grace_seconds"], 45);
 }
 
+// An array element finds its index and its array's id in its environment, as Slurm's
+// SLURM_ARRAY_TASK_ID: at its first start, and in the desired state after a reconnect.
+TEST_F(AgentLinkTest, ArrayElementsFindTheirIndexInTheirEnvironment) {
+  auto agent = helloAgent("n1");
+  api::JobSpec spec = testing::makeSpec(1000);
+  spec.command = {"/bin/sh", "-c", "echo $GPOOL_ARRAY_TASK_ID"};
+  spec.array = *api::parseArraySpec("3-4");
+  auto r = http_->post("/v1/jobs", api::toJson(spec).dump());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 201) << r->body;
+  const json ids = json::parse(r->body)["ids"];
+  ASSERT_EQ(ids.size(), 2u);
+  size_t from = agent->receivedCount();
+  ASSERT_TRUE(loop_->runOnce().ok());
+  std::map<int64_t, json> env_of;
+  for (int i = 0; i < 2; ++i) {
+    size_t at = 0;
+    auto assign = agent->waitType("assign", from, &at);
+    ASSERT_TRUE(assign.has_value());
+    env_of[(*assign)["body"]["assignment"]["job_id"].get<int64_t>()] =
+        (*assign)["body"]["launch"]["env"];
+    from = at + 1;
+  }
+  const int64_t first = ids[0].get<int64_t>(), second = ids[1].get<int64_t>();
+  EXPECT_EQ(env_of[first]["GPOOL_ARRAY_JOB_ID"], std::to_string(first));
+  EXPECT_EQ(env_of[first]["GPOOL_ARRAY_TASK_ID"], "3");
+  EXPECT_EQ(env_of[second]["GPOOL_ARRAY_JOB_ID"], std::to_string(first));
+  EXPECT_EQ(env_of[second]["GPOOL_ARRAY_TASK_ID"], "4");
+  // A job that is no array element gets neither.
+  TaskAssignment plain;
+  plain.job_id = 9;
+  plain.spec = testing::makeSpec(1000);
+  plain.spec.env = {{"A", "b"}};
+  EXPECT_EQ(taskEntryJson(plain)["launch"]["env"], (json{{"A", "b"}}));
+}
+
 TEST_F(AgentLinkTest, NonZeroExitFailsTheJobAndCancelReachesTheAgent) {
   auto agent = helloAgent("n1");
   int64_t failing = submit("exit 3");
