@@ -841,6 +841,15 @@ void Agent::refreshTasks() {
   }
 }
 
+std::vector<std::string> Agent::unfinishedTaskDirs() const {
+  std::vector<std::string> dirs;
+  for (const auto& [name, t] : tasks_) {
+    if (isTerminal(t.info.status.state) && t.reported_once) continue;  // as refreshTasks skips
+    dirs.push_back(launcher_.taskDir(name));
+  }
+  return dirs;
+}
+
 void Agent::removeRetiredTasks() {
   constexpr size_t kMaxRemovalsPerTick = 256;
   std::vector<std::pair<Micros, std::string>> retired;  // (acknowledged at, name)

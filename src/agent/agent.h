@@ -118,8 +118,15 @@ class Agent {
   void handle(const nlohmann::json& msg);
 
   // Periodic work at the clock's time: task state changes (task_update), self-fencing, pending
-  // starts, heartbeat, telemetry, health and stray processes (health).
+  // starts, heartbeat, telemetry, health and stray processes (health). The transport calls it
+  // at least once a second, and also as soon as a task's directory changes (unfinishedTaskDirs).
   void tick();
+
+  // The state directories of the tasks whose state may still change (not ended, or their end
+  // not yet reported). The transport watches them (TaskDirWatcher) and ticks as soon as a
+  // supervisor writes there, so that a task's start and end are reported without waiting for
+  // the next periodic tick.
+  std::vector<std::string> unfinishedTaskDirs() const;
 
   // The messages to send, oldest first; empties the outbox.
   std::vector<nlohmann::json> takeOutbox();

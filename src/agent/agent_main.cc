@@ -30,6 +30,7 @@
 #include "agent/launcher.h"
 #include "agent/shell_server.h"
 #include "agent/sys_util.h"
+#include "agent/task_watch.h"
 #include "common/units.h"
 #include "gpu/backend_factory.h"
 #include "net/client.h"
@@ -254,6 +255,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpool-agent: %s\n", s.toString().c_str());
     return 1;
   }
+  std::unique_ptr<agent::TaskDirWatcher> watcher;
+  if (auto w = agent::TaskDirWatcher::create(); w.ok()) {
+    watcher = std::move(*w);
+  } else {
+    std::fprintf(stderr, "gpool-agent: task ends are read once a second only: %s\n",
+                 w.status().toString().c_str());
+  }
 
   net::WebSocketClientOptions ws;
   // Several controllers (HA): comma-separated; the agent tries them in turn until one leads
@@ -330,6 +338,9 @@ int main(int argc, char** argv) {
     std::lock_guard<std::mutex> lock(mu);
     if (msg.is_discarded()) msg = nlohmann::json::object();  // answered as malformed
     core.handle(msg);
+    // A task this message started may have run and ended already (a short job): watch its
+    // directory and tick now rather than at the next second.
+    if (watcher && watcher->watchOnly(core.unfinishedTaskDirs())) watcher->wake();
     if (std::string credential = core.takeNodeCredential(); !credential.empty()) {
       // Written 0600 next to the final name, then renamed: never a half-written credential.
       std::string tmp = token_file + ".tmp";
@@ -359,7 +370,17 @@ int main(int argc, char** argv) {
   ::signal(SIGINT, onSignal);
   ::signal(SIGTERM, onSignal);
   client.start();
+  // Ticks once a second, and as soon as a supervisor writes into the directory of an
+  // unfinished task (its start, its end), so that a short job's end is reported in
+  // milliseconds rather than at the next second (agent/task_watch.h). A task that writes its
+  // own directory in a loop cannot make the agent tick more often than every kMinTickGap.
+  constexpr auto kTickInterval = std::chrono::seconds(1);
+  constexpr auto kMinTickGap = std::chrono::milliseconds(5);
+  auto last_tick = std::chrono::steady_clock::now() - kMinTickGap;
   while (!g_stop) {
+    auto since = std::chrono::steady_clock::now() - last_tick;
+    if (since < kMinTickGap) std::this_thread::sleep_for(kMinTickGap - since);
+    last_tick = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> lock(mu);
       core.tick();
@@ -368,8 +389,13 @@ int main(int argc, char** argv) {
       } else {
         (void)core.takeOutbox();  // the next hello reports the full state
       }
+      if (watcher) (void)watcher->watchOnly(core.unfinishedTaskDirs());
     }
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (watcher) {
+      (void)watcher->wait(kTickInterval);
+    } else {
+      std::this_thread::sleep_for(kTickInterval);
+    }
   }
   client.stop();
   return 0;

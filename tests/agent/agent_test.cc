@@ -5,6 +5,7 @@
 #include "agent/agent.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/task_watch.h"
 #include "agent_test_util.h"
 #include "common/base64.h"
 #include "gpu/fake_backend.h"
@@ -929,6 +931,68 @@ TEST_F(AgentTest, MalformedMessagesGetAnErrorNamingTheField) {
   EXPECT_NE(e["message"].get<std::string>().find("signal"), std::string::npos) << e;
   // Nothing was started by any of them.
   EXPECT_EQ(launcher_->info("1.0").status().code(), StatusCode::kNotFound);
+}
+
+// The transport's wake-up (agent/task_watch.h): a task's end, written by its supervisor, ends
+// the watcher's wait at once, so that gpool-agent reports it without waiting for its
+// one-second tick (issue 24: that tick capped short jobs at about one per GPU per second).
+TEST_F(AgentTest, ATasksEndWakesTheWatcherOfItsDirectory) {
+  auto watcher = TaskDirWatcher::create();
+  ASSERT_TRUE(watcher.ok()) << watcher.status().toString();
+  welcome(*agent_);
+  testing::ReadyFifo ready(tmp_.file("ready"));
+  const std::string gate = tmp_.file("gate");
+  ASSERT_EQ(::mkfifo(gate.c_str(), 0666), 0);
+  ::chmod(gate.c_str(), 0666);
+  agent_->handle(desired({entry(1, 1, {"ready", ready.path(), "read", gate, "exit", "0"})}));
+  ASSERT_TRUE(ready.wait());
+  agent_->tick();
+  (void)agent_->takeOutbox();
+  const std::vector<std::string> dirs = agent_->unfinishedTaskDirs();
+  ASSERT_EQ(dirs, std::vector<std::string>{launcher_->taskDir("1.0")});
+  EXPECT_TRUE((*watcher)->watchOnly(dirs));
+  EXPECT_FALSE((*watcher)->watchOnly(dirs));  // nothing new
+  (void)(*watcher)->wait(milliseconds(0));    // nothing the task wrote before matters here
+
+  // Let the task end: its supervisor records the end in the watched directory.
+  int fd = ::open(gate.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "go\n", 3), 3);
+  ::close(fd);
+  EXPECT_TRUE((*watcher)->wait(milliseconds(30'000))) << "the end raised no event";
+  EXPECT_EQ(waitEnd("1.0").exit_code, 0);
+  agent_->tick();
+  std::vector<json> updates = take(*agent_, "task_update");
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0]["body"]["state"], "exited");
+  // Reported: nothing more to watch, and the watcher drops the directory.
+  EXPECT_TRUE(agent_->unfinishedTaskDirs().empty());
+  EXPECT_FALSE((*watcher)->watchOnly(agent_->unfinishedTaskDirs()));
+  EXPECT_EQ((*watcher)->watched(), 0u);
+}
+
+TEST(TaskDirWatcherTest, ARenameIntoAWatchedDirectoryOrAWakeEndsTheWait) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.file("1.0");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  auto watcher = TaskDirWatcher::create();
+  ASSERT_TRUE(watcher.ok()) << watcher.status().toString();
+  EXPECT_FALSE((*watcher)->wait(milliseconds(0)));  // nothing watched, nothing happened
+  EXPECT_TRUE((*watcher)->watchOnly({dir, tmp.file("missing")}));
+  EXPECT_EQ((*watcher)->watched(), 1u);  // a directory that cannot be watched is left out
+  ASSERT_TRUE(writeFileAtomically(dir + "/status.json", "{}").isOk());  // as supervisors do
+  EXPECT_TRUE((*watcher)->wait(milliseconds(0)));
+  EXPECT_FALSE((*watcher)->wait(milliseconds(0)));  // drained
+  // A file written outside the watched directories wakes nothing.
+  ASSERT_TRUE(writeFileAtomically(tmp.file("other.json"), "{}").isOk());
+  EXPECT_FALSE((*watcher)->wait(milliseconds(0)));
+  (*watcher)->wake();
+  EXPECT_TRUE((*watcher)->wait(milliseconds(0)));
+  EXPECT_FALSE((*watcher)->watchOnly({}));
+  EXPECT_EQ((*watcher)->watched(), 0u);
+  (void)(*watcher)->wait(milliseconds(0));  // the kernel's IN_IGNORED for the dropped watch
+  ASSERT_TRUE(writeFileAtomically(dir + "/status.json", "{}").isOk());
+  EXPECT_FALSE((*watcher)->wait(milliseconds(0)));  // no longer watched
 }
 
 }  // namespace
