@@ -243,7 +243,7 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   if (s.telemetry_interval_s < 1 || s.telemetry_interval_s > 3600) {
     ctl.fail("telemetry_interval", "must be between 1s and 1h");
   }
-  s.schedule_min_gap_ms = ctl.getInt("schedule_min_gap_ms", 250, 0, 60'000);
+  s.schedule_min_gap_ms = ctl.getInt("schedule_min_gap_ms", 50, 0, 60'000);
   s.usage_half_life_s = ctl.getDuration("usage_half_life", 7 * 24 * 3600);
   s.api_threads = ctl.getInt("api_threads", defaultApiThreads(), 1, 256);
   s.api_blocking_threads = ctl.getInt("api_blocking_threads", 16, 0, 1024);

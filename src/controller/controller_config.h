@@ -139,7 +139,7 @@ struct ControllerSettings {
   int64_t fence_grace_s = 5;
   int64_t lease_margin_s = 2;
   int64_t schedule_interval_s = 10;
-  int64_t schedule_min_gap_ms = 250;
+  int64_t schedule_min_gap_ms = 50;
   int64_t usage_half_life_s = 7 * 24 * 3600;
   // Threads serving the API. Each request holds one for its whole run, including a submission's
   // wait for its durable commit, so this bounds how many requests (and how many submissions

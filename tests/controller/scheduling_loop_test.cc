@@ -395,7 +395,7 @@ TEST_F(SchedulingLoopTest, StartAndEndAreTheTasksOwnAcrossARestartAndALateReport
   EXPECT_NEAR(ctl_->loop.userUsage("alice"), 60.7, 0.01);  // decayed over 12 s only
 }
 
-// Pacing (LoopOptions::min_gap, 250 ms by default): 1,000 submissions over one simulated
+// Pacing (LoopOptions::min_gap, 50 ms by default): 1,000 submissions over one simulated
 // second wake the loop 1,000 times but run about one pass per gap, not one per submission, and
 // what was submitted during the burst is placed within one gap after it.
 TEST_F(SchedulingLoopTest, BurstOfSubmissionsRunsBoundedPasses) {
@@ -408,14 +408,14 @@ TEST_F(SchedulingLoopTest, BurstOfSubmissionsRunsBoundedPasses) {
     ctl_->loop.tick();
     last = submit(makeSpec(i < 999 ? 1000 : 250));
   }
-  // 1 s / 250 ms: four gap-paced passes, plus the one at the start (without the gap: 1,001).
-  EXPECT_EQ(ctl_->loop.passesRun(), 5u);
+  // 1 s / 50 ms: twenty gap-paced passes, plus the one at the start (without the gap: 1,001).
+  EXPECT_EQ(ctl_->loop.passesRun(), 21u);
   // The last submission is still waiting for its gap, and gets its pass when the gap is over.
   bool event_pending = false;
   Micros wait = ctl_->loop.tick(&event_pending);
   EXPECT_TRUE(event_pending);
   EXPECT_GT(wait, Micros{0});
-  EXPECT_LE(wait, std::chrono::milliseconds(250));
+  EXPECT_LE(wait, std::chrono::milliseconds(50));
   clock_.advance(wait);
   uint64_t before = ctl_->loop.passesRun();
   ctl_->loop.tick(&event_pending);
@@ -437,13 +437,13 @@ TEST_F(SchedulingLoopTest, SingleSubmitStartsWithinOneGap) {
   EXPECT_EQ(ctl_->loop.passesRun(), 2u);
   EXPECT_EQ(state(first), "RUNNING");
   // One right after a pass waits for the rest of the gap, no longer.
-  clock_.advance(std::chrono::milliseconds(100));
+  clock_.advance(std::chrono::milliseconds(20));
   int64_t second = submit(makeSpec(1000));
   bool event_pending = false;
   Micros wait = ctl_->loop.tick(&event_pending);
   EXPECT_EQ(ctl_->loop.passesRun(), 2u);
   EXPECT_TRUE(event_pending);
-  EXPECT_EQ(wait, std::chrono::milliseconds(150));
+  EXPECT_EQ(wait, std::chrono::milliseconds(30));
   EXPECT_EQ(state(second), "PENDING");
   clock_.advance(wait);
   ctl_->loop.tick();
