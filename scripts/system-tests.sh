@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 profile=short
 preset=ci-release
-filter='SystemTest.*:RequeueScenario.*'
+filter='SystemTest.*:RequeueScenario.*:DownScenario.*'
 while [ $# -gt 0 ]; do
   case "$1" in
     --full) profile=full ;;

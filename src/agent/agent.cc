@@ -129,6 +129,8 @@ TaskLaunch taskLaunchFrom(const TaskEntry& entry) {
   TaskLaunch l;
   l.job_id = std::to_string(entry.assignment.job_id);
   l.task_index = entry.assignment.task;
+  // The wire counts requeues from 0; a task sees its attempt as users do, from 1.
+  l.attempt = static_cast<uint32_t>(std::max(0, entry.assignment.attempt)) + 1;
   l.argv = in.argv;
   l.env = in.env;
   l.working_dir = in.working_dir;

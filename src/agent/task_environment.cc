@@ -17,6 +17,11 @@ std::map<std::string, std::string> buildTaskEnvironment(const TaskLaunch& launch
 
   env["GPOOL_JOB_ID"] = launch.job_id;
   env["GPOOL_TASK_INDEX"] = std::to_string(launch.task_index);
+  if (launch.attempt > 0) {
+    env["GPOOL_ATTEMPT"] = std::to_string(launch.attempt);
+  } else {
+    env.erase("GPOOL_ATTEMPT");  // never the user's own: it would name a run that is not this
+  }
   env["GPOOL_TASK_DIR"] = task_dir;
   if (!launch.project_dir.empty()) env["GPOOL_PROJECT_DIR"] = launch.project_dir;
   std::string uuids;

@@ -82,6 +82,7 @@ std::string toJson(const TaskLaunch& l) {
   json j = {
       {"job_id", l.job_id},
       {"task_index", l.task_index},
+      {"attempt", l.attempt},
       {"argv", l.argv},
       {"env", l.env},
       {"working_dir", l.working_dir},
@@ -128,6 +129,7 @@ Result<TaskLaunch> taskLaunchFromJson(std::string_view text) {
     TaskLaunch l;
     l.job_id = j.at("job_id").get<std::string>();
     l.task_index = j.at("task_index").get<uint32_t>();
+    l.attempt = j.value("attempt", uint32_t{0});
     l.argv = j.at("argv").get<std::vector<std::string>>();
     l.env = j.value("env", std::map<std::string, std::string>{});
     l.working_dir = j.value("working_dir", "");

@@ -54,6 +54,9 @@ struct ContainerSpec {
 struct TaskLaunch {
   std::string job_id;       // [A-Za-z0-9_.-]+, at most 64 characters
   uint32_t task_index = 0;  // the task's index within its job
+  // Which run of the task this is, numbered from 1 like `gpool logs --attempt` (the job's
+  // requeues + 1); $GPOOL_ATTEMPT. 0: not said (a launch written before attempts were).
+  uint32_t attempt = 0;
 
   std::vector<std::string> argv;           // argv[0] is looked up on PATH if not absolute
   std::map<std::string, std::string> env;  // the user's environment at submission

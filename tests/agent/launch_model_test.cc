@@ -2,6 +2,10 @@
 // environment, device rules and the cgroup layout parser.
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include <nlohmann/json.hpp>
+
 #include "agent/cgroup.h"
 #include "agent/device_filter.h"
 #include "agent/supervisor.h"
@@ -15,6 +19,7 @@ TaskLaunch sampleLaunch() {
   TaskLaunch l;
   l.job_id = "j42";
   l.task_index = 3;
+  l.attempt = 2;
   l.argv = {"python3", "train.py", "--lr", "0.1"};
   l.env = {{"FOO", "bar"}, {"CUDA_VISIBLE_DEVICES", "0"}, {"LD_PRELOAD", "/usr/lib/libx.so"}};
   l.working_dir = "/data/proj";
@@ -45,6 +50,7 @@ TEST(TaskLaunchTest, JsonRoundTripKeepsEveryField) {
   auto back = taskLaunchFromJson(toJson(l));
   ASSERT_TRUE(back.ok()) << back.status().toString();
   EXPECT_EQ(back->taskName(), "j42.3");
+  EXPECT_EQ(back->attempt, 2u);
   EXPECT_EQ(back->argv, l.argv);
   EXPECT_EQ(back->env, l.env);
   EXPECT_EQ(back->uid, std::optional<uid_t>(1001));
@@ -116,6 +122,7 @@ TEST(TaskEnvironmentTest, GpoolVariablesOverrideTheUsersAndPreloadComesFirst) {
   EXPECT_EQ(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
   EXPECT_EQ(env["GPOOL_JOB_ID"], "j42");
   EXPECT_EQ(env["GPOOL_TASK_INDEX"], "3");
+  EXPECT_EQ(env["GPOOL_ATTEMPT"], "2");
   EXPECT_EQ(env["GPOOL_GPUS"], "GPU-aaaa");
   EXPECT_EQ(env["GPOOL_GPU_MEMORY_MIB"], "8192");
   EXPECT_EQ(env["GPOOL_GPU_COMPUTE"], "250");
@@ -149,6 +156,21 @@ TEST(TaskEnvironmentTest, WholeGpusAndCpuOnlyTasks) {
   env = buildTaskEnvironment(l, sampleUser(), "/t");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "");  // hides every GPU from CUDA
   EXPECT_EQ(env.count("GPOOL_GPU_COMPUTE"), 0u);
+}
+
+// GPOOL_ATTEMPT is gpool's: a user's own never shows, and a launch that does not say its attempt
+// (written before attempts were) exports none rather than a made-up one.
+TEST(TaskEnvironmentTest, TheAttemptIsTheLaunchsOnly) {
+  TaskLaunch l = sampleLaunch();
+  l.env["GPOOL_ATTEMPT"] = "7";
+  EXPECT_EQ(buildTaskEnvironment(l, sampleUser(), "/t")["GPOOL_ATTEMPT"], "2");
+  l.attempt = 0;
+  EXPECT_EQ(buildTaskEnvironment(l, sampleUser(), "/t").count("GPOOL_ATTEMPT"), 0u);
+  nlohmann::json old = nlohmann::json::parse(toJson(sampleLaunch()));
+  ASSERT_EQ(old.erase("attempt"), 1u);
+  auto back = taskLaunchFromJson(old.dump());
+  ASSERT_TRUE(back.ok()) << back.status().toString();
+  EXPECT_EQ(back->attempt, 0u);
 }
 
 TEST(DeviceRuleTest, ParsesAndPrintsTheV1Syntax) {

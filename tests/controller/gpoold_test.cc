@@ -29,6 +29,7 @@
 #include "store/api_codec.h"
 #include "store/pg_server.h"
 #include "store/postgres_store.h"
+#include "store/sql.h"
 
 namespace gpool::controller {
 namespace {
@@ -845,6 +846,115 @@ TEST_F(GpooldHaTest, SigtermReleasesTheLeaseToTheStandby) {
   ASSERT_FALSE(readUntil(b, "ready").empty());
   kill(b.pid, SIGTERM);
   EXPECT_EQ(waitExit(b), 0);
+}
+
+// A PostgreSQL store that refuses writes is an expected condition, as a full SQLite file is
+// (issue 19 defect 9): gpoold answers 503 with Retry-After naming it, and nothing is half
+// written. Read-only for real: the server's default_transaction_read_only turned on and its
+// configuration reloaded, so every write of gpoold's open connections gets SQLSTATE 25006.
+// A full disk (53100) is not caused for real: PostgreSQL stops (PANIC) when its WAL cannot be
+// written, so a trigger raises that SQLSTATE from the submission's second statement (its
+// event), and the job row inserted before it in the same transaction must go with it.
+class GpooldPgTest : public GpooldTest {
+ protected:
+  void SetUp() override {
+    auto pg = store::testing::PgServer::start();
+    ASSERT_TRUE(pg.ok()) << pg.status().toString();
+    pg_ = std::move(pg).value();
+    auto st = store::PostgresStore::open({pg_->conninfo(), 2});
+    ASSERT_TRUE(st.ok()) << st.status().toString();
+    ASSERT_TRUE(store::saveApiNode(**st, testing::makeNode("gpu-01", 2)).isOk());
+    testing::addUser(**st, "alice", 1001, {"ml"});
+    auto admin = store::openPostgresConnection(pg_->conninfo());
+    ASSERT_TRUE(admin.ok()) << admin.status().toString();
+    admin_ = std::move(admin).value();
+  }
+  std::string config() {
+    std::string path = dir_.path() + "/pg.toml";
+    std::ofstream(path) << "[controller]\nstore = \"" << pg_->conninfo() << "\"\n"
+                        << "socket = \"" << socket() << "\"\nallow_root_jobs = true\n"
+                        << "[log]\nlevel = \"warn\"\n";
+    return path;
+  }
+  std::string socket() { return dir_.path() + "/pg.sock"; }
+  // A submission's answer; its status 0 when there was none.
+  net::Response submit() {
+    net::HttpClient client(net::ClientEndpoint::unixSocket(socket()), std::chrono::seconds(10));
+    auto r = client.post("/v1/jobs?group=ml", api::toJson(testing::makeSpec(500)).dump());
+    if (r.ok()) return std::move(r).value();
+    ADD_FAILURE() << "no answer: " << r.status().toString();
+    net::Response none;
+    none.status = 0;
+    return none;
+  }
+  // Submits until the answer is not `status` (at most 10 s); the last answer, and how many
+  // were `status` before it.
+  net::Response submitWhile(int status, int* count) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    net::Response r = submit();
+    while (r.status == status && std::chrono::steady_clock::now() < deadline) {
+      ++*count;
+      r = submit();
+    }
+    return r;
+  }
+  int64_t count(const std::string& sql) {
+    auto rows = admin_->query(sql, {});
+    EXPECT_TRUE(rows.ok()) << rows.status().toString();
+    return rows.ok() && !rows->empty() ? (*rows)[0].integer(0) : -1;
+  }
+  void expectRefused(const net::Response& r, const std::string& naming) {
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_EQ(r.header("Retry-After").value_or(""), "5") << r.body;
+    EXPECT_NE(r.body.find(naming), std::string::npos) << r.body;
+  }
+  std::unique_ptr<store::testing::PgServer> pg_;
+  std::unique_ptr<store::SqlConnection> admin_;
+};
+
+TEST_F(GpooldPgTest, AStoreThatRefusesWritesAnswers503WithRetryAfterAndWritesNothing) {
+  Child child = spawn({"--config", config()});
+  ASSERT_EQ(readLine(child.out), "ready");
+  ASSERT_EQ(submit().status, 201);
+  int accepted = 1;
+
+  // Read-only (25006): the reload reaches gpoold's connections at their next statement.
+  ASSERT_TRUE(admin_->execScript("ALTER SYSTEM SET default_transaction_read_only = on").isOk());
+  ASSERT_TRUE(admin_->execScript("SELECT pg_reload_conf()").isOk());
+  net::Response refused = submitWhile(201, &accepted);
+  expectRefused(refused, "the store is read-only");
+  EXPECT_NE(refused.body.find("read-only transaction"), std::string::npos) << refused.body;
+  expectRefused(submit(), "the store is read-only");
+  // Nothing of the refused submissions: every job there has its one "submitted" event.
+  ASSERT_TRUE(admin_->execScript("SET default_transaction_read_only = off").isOk());
+  EXPECT_EQ(count("SELECT count(*) FROM jobs"), accepted);
+  EXPECT_EQ(count("SELECT count(*) FROM job_events WHERE reason = 'submitted'"), accepted);
+
+  ASSERT_TRUE(admin_->execScript("ALTER SYSTEM RESET default_transaction_read_only").isOk());
+  ASSERT_TRUE(admin_->execScript("SELECT pg_reload_conf()").isOk());
+  int refused_after = 0;
+  EXPECT_EQ(submitWhile(503, &refused_after).status, 201);
+  ++accepted;
+
+  // Disk full (53100), raised by the event's insert after the job's row was inserted.
+  ASSERT_TRUE(admin_
+                  ->execScript("CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS "
+                               "$$ BEGIN RAISE EXCEPTION 'could not extend file: No space left "
+                               "on device' USING ERRCODE = 'disk_full'; END $$")
+                  .isOk());
+  ASSERT_TRUE(admin_
+                  ->execScript("CREATE TRIGGER full_disk BEFORE INSERT ON job_events FOR EACH "
+                               "ROW EXECUTE FUNCTION disk_full()")
+                  .isOk());
+  expectRefused(submit(), "the store is full");
+  EXPECT_EQ(count("SELECT count(*) FROM jobs"), accepted);
+  EXPECT_EQ(count("SELECT count(*) FROM job_events WHERE reason = 'submitted'"), accepted);
+  ASSERT_TRUE(admin_->execScript("DROP TRIGGER full_disk ON job_events").isOk());
+  EXPECT_EQ(submit().status, 201);
+  EXPECT_EQ(count("SELECT count(*) FROM jobs"), accepted + 1);
+
+  kill(child.pid, SIGTERM);
+  EXPECT_EQ(waitExit(child), 0);
 }
 
 }  // namespace

@@ -50,16 +50,17 @@ double percentile(std::vector<double> values, double p) {
 }
 
 std::string CheckResult::summary() const {
-  char buf[640];
+  char buf[768];
   std::snprintf(buf, sizeof buf,
                 "%d submitted (%d acked, %d refused, %d unknown), %d runs; double run %.3f s "
-                "(%d jobs); lost %d, duplicated %d, refused-but-present %d, stuck RUNNING %d, "
+                "(%d jobs: %d one attempt twice, %d two attempts); reruns %d, attempt mismatches "
+                "%d; lost %d, duplicated %d, refused-but-present %d, stuck RUNNING %d, "
                 "state mismatches %d, id mismatches %d, time mismatches %d (max error %.3f s), "
                 "usage %.1f GPU-s charged / %.1f used (%d mismatch), unfinished %d",
-                submitted, acked, refused, unknown, runs, double_run_s, double_run_jobs, lost,
-                duplicated, refused_present, stuck_running, state_mismatch, id_mismatch,
-                time_mismatch, max_time_error_s, usage_gpu_s, task_gpu_s, usage_mismatch,
-                unfinished);
+                submitted, acked, refused, unknown, runs, double_run_s, double_run_jobs,
+                same_attempt_overlaps, attempt_overlaps, reruns, attempt_mismatch, lost, duplicated,
+                refused_present, stuck_running, state_mismatch, id_mismatch, time_mismatch,
+                max_time_error_s, usage_gpu_s, task_gpu_s, usage_mismatch, unfinished);
   std::string out = buf;
   for (const std::string& p : problems)
     out += "\n  " + p;
@@ -85,26 +86,79 @@ CheckResult check(const std::vector<Submission>& submissions,
     return run.ended() || run.last_us + options.silent_after_us < options.now_us;
   };
 
-  // 1. No job ran in two places at any moment.
+  // 1. No job ran in two places at any moment, nor one attempt twice.
   for (auto& [key, list] : by_task) {
-    std::sort(list.begin(), list.end(),
-              [](const TaskRun* a, const TaskRun* b) { return a->start_us < b->start_us; });
+    // A requeue is the next attempt: where every run says its attempt, runs are ordered by it.
+    const bool numbered =
+        std::all_of(list.begin(), list.end(), [](const TaskRun* run) { return run->attempt >= 1; });
+    std::sort(list.begin(), list.end(), [numbered](const TaskRun* a, const TaskRun* b) {
+      if (numbered && a->attempt != b->attempt) return a->attempt < b->attempt;
+      return a->start_us < b->start_us;
+    });
+    auto where = [&](const TaskRun& run) {
+      return run.host + "/pid " + std::to_string(run.pid) +
+             (numbered ? " attempt " + std::to_string(run.attempt) : std::string()) + " [" +
+             formatSeconds(run.start_us - list.front()->start_us) + ", " +
+             formatSeconds(run.last_us - list.front()->start_us) + "]";
+    };
     std::vector<std::pair<int64_t, int64_t>> intervals;
     for (const TaskRun* run : list)
       intervals.emplace_back(run->start_us, run->last_us);
     double overlap = overlapSeconds(intervals);
+    // Which runs overlapped: two of one attempt (one assignment started twice) or of two
+    // attempts (a requeue started before the attempt it replaces ended).
+    bool same = false;
+    bool across = false;
+    const TaskRun* rerun = nullptr;  // a later run of the attempt before it, not overlapping
+    const TaskRun* stale = nullptr;  // an attempt started after a newer one had
+    const TaskRun* newer = nullptr;
+    for (size_t i = 0; numbered && i < list.size(); ++i) {
+      for (size_t k = i + 1; k < list.size(); ++k) {
+        const TaskRun& a = *list[i];  // a.attempt <= b.attempt
+        const TaskRun& b = *list[k];
+        if (std::max(a.start_us, b.start_us) < std::min(a.last_us, b.last_us)) {
+          (a.attempt == b.attempt ? same : across) = true;
+        } else if (a.attempt == b.attempt && rerun == nullptr) {
+          rerun = &b;
+        }
+        if (a.attempt < b.attempt && a.start_us > b.start_us && stale == nullptr) {
+          stale = &a;
+          newer = &b;
+        }
+      }
+    }
     if (overlap > 0) {
       r.double_run_s += overlap;
       ++r.double_run_jobs;
-      std::string where;
+      if (same) ++r.same_attempt_overlaps;
+      if (across) ++r.attempt_overlaps;
+      std::string how = same && across ? " (one attempt twice, and two attempts, at once)"
+                        : same         ? " (one attempt twice at once)"
+                        : across       ? " (two attempts at once)"
+                                       : "";
+      std::string places;
       for (const TaskRun* run : list)
-        where += " " + run->host + "/pid " + std::to_string(run->pid) + " [" +
-                 formatSeconds(run->start_us - list.front()->start_us) + ", " +
-                 formatSeconds(run->last_us - list.front()->start_us) + "]";
+        places += " " + where(*run);
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.3f", overlap);
       problem("double run: " + key.first + " task " + std::to_string(key.second) + " ran " + buf +
-              " s in two places:" + where);
+              " s in two places" + how + ":" + places);
+    }
+    // Jobs restored from a backup may run an attempt again by design (options.ignore_state_of).
+    if (rerun != nullptr && !ignored.count(key.first)) {
+      ++r.reruns;
+      std::string runs_of;
+      for (const TaskRun* run : list) {
+        if (run->attempt == rerun->attempt) runs_of += " " + where(*run);
+      }
+      problem("ran twice: " + key.first + " task " + std::to_string(key.second) + " attempt " +
+              std::to_string(rerun->attempt) + " ran again with no requeue between:" + runs_of);
+    }
+    // A replaced attempt's assignment applied after its replacement's (a stale lease).
+    if (stale != nullptr && !ignored.count(key.first)) {
+      ++r.attempt_mismatch;
+      problem("stale attempt: " + key.first + " task " + std::to_string(key.second) + " started " +
+              where(*stale) + " after " + where(*newer));
     }
   }
 
@@ -155,6 +209,8 @@ CheckResult check(const std::vector<Submission>& submissions,
     // Task 0 stands for the job (the system tests' jobs have one task each).
     auto it = by_task.find({j.name, 0});
     const TaskRun* last = nullptr;
+    // The attempt the job is on: its requeues + 1 (GPOOL_ATTEMPT's numbering).
+    const int current = j.requeues + 1;
     if (it != by_task.end()) {
       for (const TaskRun* run : it->second) {
         if (run->job_id != j.id) {
@@ -162,13 +218,26 @@ CheckResult check(const std::vector<Submission>& submissions,
           problem(who + ": a run on " + run->host + " (pid " + std::to_string(run->pid) +
                   ") was started as job " + std::to_string(run->job_id));
         }
+        if (run->attempt > current) {
+          ++r.attempt_mismatch;
+          problem(who + ": a run on " + run->host + " (pid " + std::to_string(run->pid) +
+                  ") is attempt " + std::to_string(run->attempt) + ", but the job was requeued " +
+                  std::to_string(j.requeues) + " time(s): its last attempt is " +
+                  std::to_string(current));
+        }
       }
-      last = it->second.back();
+      last = it->second.back();  // its highest attempt's latest run
     }
+    // A final state is its last attempt's: an older attempt's end is not the job's.
+    const bool of_current = last == nullptr || last->attempt < 1 || last->attempt == current;
     bool matches = true;
     std::string did = "never ran";
     if (last != nullptr) {
-      if (last->exit_code) {
+      if (!of_current) {
+        did = "its last run was attempt " + std::to_string(last->attempt) + " of " +
+              std::to_string(current) + ", which " +
+              (last->exit_code ? "exited " + std::to_string(*last->exit_code) : "did not exit");
+      } else if (last->exit_code) {
         did = "its last run exited " + std::to_string(*last->exit_code);
       } else if (last->signal) {
         did = "its last run ended on signal " + std::to_string(*last->signal);
@@ -180,10 +249,10 @@ CheckResult check(const std::vector<Submission>& submissions,
     }
     const bool running = last != nullptr && !has_ended(*last);
     if (j.state == "COMPLETED") {
-      matches = last != nullptr && last->exit_code == 0;
+      matches = last != nullptr && of_current && last->exit_code == 0;
     } else if (j.state == "FAILED") {
-      matches = last != nullptr && last->exit_code.has_value() && *last->exit_code != 0 &&
-                (!j.exit_code || *j.exit_code == *last->exit_code);
+      matches = last != nullptr && of_current && last->exit_code.has_value() &&
+                *last->exit_code != 0 && (!j.exit_code || *j.exit_code == *last->exit_code);
     } else if (j.state == "CANCELLED" || j.state == "TIMEOUT" || j.state == "PREEMPTED") {
       matches = last == nullptr || (!last->exit_code && !running);
     } else if (j.state == "RUNNING" || j.state == "COMPLETING") {

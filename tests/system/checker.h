@@ -23,6 +23,15 @@
 // a lower bound, short of the truth by at most one tick per run. A run counts as ended once it
 // wrote its end, or when it has written nothing for `silent_after_us` (killed).
 //
+// Attempts (the runs' GPOOL_ATTEMPT, from 1 = the job's requeues + 1): a requeue is a run of
+// the next attempt after the previous one has ended. So, where the runs carry attempts, the
+// checker also finds a job that ran twice without overlapping (a second run of one attempt:
+// one assignment started twice), a run of an attempt the controller never made (beyond its
+// requeues + 1) or of an older attempt after a newer one started, and a final state taken from an
+// older attempt than the job's last; a job's last run is its highest attempt's (the latest of
+// those). Runs written without attempts (attempt -1) are ordered by their start and judged on
+// overlaps only.
+//
 // Pure functions over values; thread-compatible.
 namespace gpool::system_test {
 
@@ -74,6 +83,14 @@ struct CheckResult {
   int runs = 0;
   double double_run_s = 0;  // summed over jobs: seconds during which two runs of a job overlapped
   int double_run_jobs = 0;
+  // Of double_run_jobs: two runs of one attempt at once / of different attempts at once (a
+  // requeue that started before the previous attempt ended). A job may count in both.
+  int same_attempt_overlaps = 0;
+  int attempt_overlaps = 0;
+  int reruns = 0;  // one attempt run twice, one after the other (no requeue between)
+  // A run of an attempt beyond the job's requeues + 1, or one that started after a newer
+  // attempt of its task had started.
+  int attempt_mismatch = 0;
   int lost = 0;             // acknowledged but absent
   int duplicated = 0;       // one submission present twice
   int refused_present = 0;  // refused, yet present
@@ -91,9 +108,9 @@ struct CheckResult {
   std::vector<std::string> problems;  // one line per finding (the first 50)
 
   bool ok() const {
-    return double_run_s == 0 && lost == 0 && duplicated == 0 && refused_present == 0 &&
-           stuck_running == 0 && state_mismatch == 0 && id_mismatch == 0 && time_mismatch == 0 &&
-           usage_mismatch == 0;
+    return double_run_s == 0 && reruns == 0 && attempt_mismatch == 0 && lost == 0 &&
+           duplicated == 0 && refused_present == 0 && stuck_running == 0 && state_mismatch == 0 &&
+           id_mismatch == 0 && time_mismatch == 0 && usage_mismatch == 0;
   }
   std::string summary() const;
 };

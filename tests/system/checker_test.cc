@@ -96,6 +96,107 @@ TEST(CheckerTest, TwoRunsOfOneJobAtOnceAreADoubleRun) {
       0);
 }
 
+TaskRun attempt(TaskRun r, int number) {
+  r.attempt = number;
+  return r;
+}
+
+ControllerJob requeued(ControllerJob j, int requeues) {
+  j.requeues = requeues;
+  return j;
+}
+
+// With the attempts the agent gives its tasks (GPOOL_ATTEMPT), "ran twice" is told from a
+// requeue: two runs of one attempt (at once, or one after the other) and two attempts at once
+// are findings; the next attempt after the previous one ended is a requeue.
+TEST(CheckerTest, AttemptsTellARequeueFromADoubleRun) {
+  // One attempt started twice, the runs overlapping by 10 s.
+  CheckResult same = check({ack("p", 1)}, {job(1, "p", "COMPLETED", 10, 30, 0)},
+                           {attempt(run("p", 1, "h0", 0, 20, std::nullopt), 1),
+                            attempt(run("p", 1, "h1", 10, 30, 0), 1)},
+                           at(100));
+  EXPECT_FALSE(same.ok());
+  EXPECT_DOUBLE_EQ(same.double_run_s, 10.0);
+  EXPECT_EQ(same.same_attempt_overlaps, 1);
+  EXPECT_EQ(same.attempt_overlaps, 0);
+  ASSERT_FALSE(same.problems.empty());
+  EXPECT_NE(same.problems[0].find("ran 10.000 s in two places (one attempt twice at once): "
+                                  "h0/pid 1001 attempt 1 [0.000 s, 20.000 s] h1/pid 1001 "
+                                  "attempt 1 [10.000 s, 30.000 s]"),
+            std::string::npos)
+      << same.problems[0];
+
+  // The requeued attempt started while the first still ran.
+  CheckResult two = check({ack("q", 2)}, {requeued(job(2, "q", "COMPLETED", 10, 30, 0), 1)},
+                          {attempt(run("q", 2, "h0", 0, 20, std::nullopt), 1),
+                           attempt(run("q", 2, "h1", 10, 30, 0), 2)},
+                          at(100));
+  EXPECT_FALSE(two.ok());
+  EXPECT_DOUBLE_EQ(two.double_run_s, 10.0);
+  EXPECT_EQ(two.same_attempt_overlaps, 0);
+  EXPECT_EQ(two.attempt_overlaps, 1);
+  ASSERT_FALSE(two.problems.empty());
+  EXPECT_NE(two.problems[0].find("(two attempts at once)"), std::string::npos) << two.problems[0];
+
+  // A clean requeue: attempt 1 killed at 10 s, attempt 2 from 12 s on another server.
+  CheckResult clean = check({ack("c", 3)}, {requeued(job(3, "c", "COMPLETED", 12, 30, 0), 1)},
+                            {attempt(run("c", 3, "h0", 0, 10, std::nullopt), 1),
+                             attempt(run("c", 3, "h1", 12, 30, 0), 2)},
+                            at(100));
+  EXPECT_TRUE(clean.ok()) << clean.summary();
+  EXPECT_EQ(clean.double_run_s, 0);
+  EXPECT_EQ(clean.reruns, 0);
+
+  // One attempt run again after it ended, with no requeue: the job ran twice. Without attempts
+  // the same records read as a requeue.
+  std::vector<TaskRun> again{attempt(run("r", 4, "h0", 0, 10, 0), 1),
+                             attempt(run("r", 4, "h1", 20, 30, 0), 1)};
+  CheckResult rerun = check({ack("r", 4)}, {job(4, "r", "COMPLETED", 20, 30, 0)}, again, at(100));
+  EXPECT_FALSE(rerun.ok());
+  EXPECT_EQ(rerun.double_run_s, 0);
+  EXPECT_EQ(rerun.reruns, 1);
+  ASSERT_FALSE(rerun.problems.empty());
+  EXPECT_NE(rerun.problems[0].find("ran twice: r task 0 attempt 1 ran again with no requeue"),
+            std::string::npos)
+      << rerun.problems[0];
+  for (TaskRun& run : again)
+    run.attempt = -1;
+  EXPECT_TRUE(check({ack("r", 4)}, {job(4, "r", "COMPLETED", 20, 30, 0)}, again, at(100)).ok());
+  // ...unless the job was restored from a backup (its state deliberately not judged).
+  CheckOptions restored = at(100);
+  restored.ignore_state_of = {"r"};
+  EXPECT_EQ(
+      check({ack("r", 4)}, {job(4, "r", "COMPLETED", 20, 30, 0)},
+            {attempt(run("r", 4, "h0", 0, 10, 0), 1), attempt(run("r", 4, "h1", 20, 30, 0), 1)},
+            restored)
+          .reruns,
+      0);
+}
+
+TEST(CheckerTest, AttemptsMustBeTheControllersAndInOrder) {
+  // A run of attempt 2 of a job the controller never requeued.
+  CheckResult beyond = check({ack("a", 1)}, {job(1, "a", "COMPLETED", 0, 10, 0)},
+                             {attempt(run("a", 1, "h0", 0, 10, 0), 2)}, at(100));
+  EXPECT_EQ(beyond.attempt_mismatch, 1) << beyond.summary();
+  EXPECT_FALSE(beyond.ok());
+  // The replaced attempt 1 started after attempt 2 had (a stale assignment applied).
+  CheckResult stale = check({ack("b", 2)}, {requeued(job(2, "b", "COMPLETED", 0, 10, 0), 1)},
+                            {attempt(run("b", 2, "h1", 0, 10, 0), 2),
+                             attempt(run("b", 2, "h0", 20, 25, std::nullopt), 1)},
+                            at(100));
+  EXPECT_EQ(stale.attempt_mismatch, 1) << stale.summary();
+  EXPECT_EQ(stale.double_run_s, 0);
+  EXPECT_EQ(stale.state_mismatch, 0) << stale.summary();  // its last attempt, 2, exited 0
+  // The job is on attempt 2 but its result is attempt 1's: attempt 2 never ran.
+  CheckResult old_end = check({ack("c", 3)}, {requeued(job(3, "c", "COMPLETED", 0, 10, 0), 1)},
+                              {attempt(run("c", 3, "h0", 0, 10, 0), 1)}, at(100));
+  EXPECT_EQ(old_end.state_mismatch, 1) << old_end.summary();
+  ASSERT_FALSE(old_end.problems.empty());
+  EXPECT_NE(old_end.problems[0].find("but its last run was attempt 1 of 2, which exited 0"),
+            std::string::npos)
+      << old_end.problems[0];
+}
+
 TEST(CheckerTest, OverlapCountsTimeWithTwoOrMoreRunsOnce) {
   EXPECT_DOUBLE_EQ(overlapSeconds({{0, 10 * kS}, {5 * kS, 20 * kS}, {6 * kS, 7 * kS}}), 5.0);
   EXPECT_DOUBLE_EQ(overlapSeconds({{0, kS}, {2 * kS, 3 * kS}}), 0.0);

@@ -117,14 +117,12 @@ TEST_F(SystemTest, AgentKilledAndRestarted) {
 // Trial 3 (defect 1): the agent of h0 SIGKILLed and never restarted. The trial saw 4/4 jobs run
 // twice for 48 s, until the agent was restarted by hand.
 TEST_F(RequeueScenario, AgentLostForGoodRequeuesWithoutDoubleRun) {
-  knownDefect("issue 19 defect 1 (a requeued job runs twice)");
   run([&] { ASSERT_TRUE(pool_->agent(0).kill().isOk()); }, [] {}, true);
 }
 
 // Trial 3 (defect 1): the agent of h0 SIGSTOPped for longer than node_down_after, then
 // SIGCONT. The trial saw 21 s of double running.
 TEST_F(RequeueScenario, AgentStoppedRequeuesWithoutDoubleRun) {
-  knownDefect("issue 19 defect 1 (a requeued job runs twice)");
   int64_t stopped_at = 0;
   run(
       [&] {
@@ -148,7 +146,6 @@ TEST_F(RequeueScenario, AgentStoppedRequeuesWithoutDoubleRun) {
 // NODE_FAIL without running. A node without a connected agent gets no new work: both whole-node
 // jobs run on h0, one after the other.
 TEST_F(SystemTest, NoPlacementOnANodeWhoseAgentIsGone) {
-  knownDefect("issue 19 defect 2 (placement on an agent-less node)");
   ASSERT_NO_FATAL_FAILURE(startPool());
   ASSERT_TRUE(pool_->agent(1).kill().isOk());
   ++faults_;

@@ -991,6 +991,8 @@ void addCheck(Figures* f, const CheckResult& r) {
   v["refused"] = r.refused;
   v["runs"] = r.runs;
   v["double_run_s"] = r.double_run_s;
+  v["reruns"] = r.reruns;
+  v["attempt_mismatch"] = r.attempt_mismatch;
   v["lost"] = r.lost;
   v["duplicated"] = r.duplicated;
   v["stuck_running"] = r.stuck_running;

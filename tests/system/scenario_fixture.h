@@ -276,6 +276,12 @@ class RequeueScenario : public SystemTest {
       }));
     }
     EXPECT_EQ(r.final_states["COMPLETED"], 4) << r.summary();
+    // The records carry the agent's attempts (GPOOL_ATTEMPT): the requeue is the next one, so
+    // the checker told it from a double run above.
+    for (const TaskRun& run : pool_->runs()) {
+      if (run.tag.rfind("requeue-", 0) != 0) continue;
+      EXPECT_EQ(run.attempt, run.host == "h0" ? 1 : 2) << run.tag << " on " << run.host;
+    }
   }
 };
 

@@ -284,6 +284,7 @@ int runTable(int argc, char** argv) {
       {"faults", "faults", -1},
       {"nodes down", "nodes_down", -1},
       {"double-run s", "double_run_s", 3},
+      {"reruns", "reruns", -1},
       {"lost", "lost", -1},
       {"stuck", "stuck_running", -1},
       {"state errs", "state_mismatch", -1},
