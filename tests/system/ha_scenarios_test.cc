@@ -78,8 +78,10 @@ class HaScenario : public SystemTest {
   }
 
   // The client done, every job finished: the checker, every job COMPLETED, the long jobs one
-  // run each.
-  void finishAndJudge(std::vector<Submission> subs, Daemon* client) {
+  // run each, which ran from before `first_fault_us` until after `last_back_us` (through every
+  // takeover, not just before or after them).
+  void finishAndJudge(std::vector<Submission> subs, Daemon* client, int64_t first_fault_us,
+                      int64_t last_back_us) {
     EXPECT_EQ(client->wait(seconds(180)), 0) << client->logTail();
     append(&subs, pool_->submissions("steady"));
     ASSERT_TRUE(pool_->waitAllFinished(seconds(120)).isOk());
@@ -92,8 +94,12 @@ class HaScenario : public SystemTest {
     for (const Submission& s : subs)
       EXPECT_NE(s.outcome, "refused") << s.tag << ": " << s.detail;
     std::map<std::string, int> runs_of;
-    for (const TaskRun& run : pool_->runs())
+    for (const TaskRun& run : pool_->runs()) {
       ++runs_of[run.tag];
+      if (run.tag.rfind("long-", 0) != 0) continue;
+      EXPECT_LT(run.start_us, first_fault_us) << run.tag << " started after the first fault";
+      EXPECT_GT(run.last_us, last_back_us) << run.tag << " ended before the agents were back";
+    }
     for (int i = 0; i < 4; ++i)
       EXPECT_EQ(runs_of["long-" + std::to_string(i)], 1) << "long-" << i << " ran again";
   }
@@ -119,12 +125,15 @@ TEST_F(HaScenario, LeaderKilledUnderSubmissionsAndRunningJobs) {
   ASSERT_FALSE(HasFailure());
 
   std::vector<double> lead, agents;
+  int64_t first_fault_us = 0;
+  int64_t last_back_us = 0;
   for (int k = 0; k < takeovers; ++k) {
     const int old = pool_->leader();
     ASSERT_GE(old, 0) << "no controller leads before takeover " << k;
     const int next = 1 - old;
     const uint64_t mark = pool_->gpooldLogMark(next);
     const int64_t killed = realNowUs();
+    if (k == 0) first_fault_us = killed;
     ASSERT_TRUE(pool_->controller(old).kill().isOk());
     ++faults_;
     const Takeover t = awaitTakeover(next, mark, killed);
@@ -137,6 +146,7 @@ TEST_F(HaScenario, LeaderKilledUnderSubmissionsAndRunningJobs) {
         k + 1, next, t.lead_s, t.agents_s);
     lead.push_back(t.lead_s);
     agents.push_back(t.agents_s);
+    last_back_us = killed + static_cast<int64_t>(t.agents_s * 1e6);
     // Within the lease plus a standby's poll (docs/ha.md, "Timing"), with room for a loaded
     // machine; the issue asks for 10 s with the default 6 s lease.
     EXPECT_LT(t.lead_s, kHaLeaseMs / 1000.0 + 3.0);
@@ -147,7 +157,7 @@ TEST_F(HaScenario, LeaderKilledUnderSubmissionsAndRunningJobs) {
   figures_.values["takeover_p50_s"] = median(lead);
   figures_.values["takeover_max_s"] = *std::max_element(lead.begin(), lead.end());
   figures_.values["agents_back_max_s"] = *std::max_element(agents.begin(), agents.end());
-  ASSERT_NO_FATAL_FAILURE(finishAndJudge(subs, client.get()));
+  ASSERT_NO_FATAL_FAILURE(finishAndJudge(subs, client.get(), first_fault_us, last_back_us));
 }
 
 // (b) The leader cut from the database (every packet between it and PostgreSQL dropped) but
@@ -199,7 +209,8 @@ TEST_F(HaScenario, LeaderCutFromTheDatabaseButNotFromItsAgents) {
 
   ASSERT_TRUE(pool_->network().healDatabase().isOk());
   ASSERT_TRUE(pool_->startController(0).isOk());
-  ASSERT_NO_FATAL_FAILURE(finishAndJudge(subs, client.get()));
+  ASSERT_NO_FATAL_FAILURE(
+      finishAndJudge(subs, client.get(), cut, cut + static_cast<int64_t>(t.agents_s * 1e6)));
 }
 
 }  // namespace
