@@ -238,6 +238,7 @@ struct PoolFile {
   // run as the postgres user when gpool up ran as root).
   pid_t standby = -1;
   std::string standby_socket;
+  std::string standby_dashboard;  // the second controller's own (another port)
   std::string pg_ctl;
   std::string pg_data;
   bool pg_as_postgres = false;
@@ -253,6 +254,7 @@ json toJson(const PoolFile& p) {
   if (!p.standby_socket.empty()) {
     j["standby_pid"] = p.standby;
     j["standby_socket"] = p.standby_socket;
+    j["standby_dashboard"] = p.standby_dashboard;
     j["pg_ctl"] = p.pg_ctl;
     j["pg_data"] = p.pg_data;
     j["pg_as_postgres"] = p.pg_as_postgres;
@@ -280,6 +282,7 @@ Result<PoolFile> readPoolFile(const std::string& dir) {
       p.agents.emplace_back(a.at("node").get<std::string>(), a.at("pid").get<pid_t>());
     p.standby = j.value("standby_pid", pid_t{-1});
     p.standby_socket = j.value("standby_socket", "");
+    p.standby_dashboard = j.value("standby_dashboard", "");
     p.pg_ctl = j.value("pg_ctl", "");
     p.pg_data = j.value("pg_data", "");
     p.pg_as_postgres = j.value("pg_as_postgres", false);
@@ -435,9 +438,12 @@ void printStatus(const PoolFile& p, const std::string& dir) {
                 p.standby_socket.c_str(), up ? role(p.standby_socket) : "");
     std::printf("  postgresql   %s\n", p.pg_data.c_str());
   }
-  if (!p.dashboard.empty()) {
+  // With --ha, the dashboard of the controller that leads (each serves its own port).
+  const std::string& dashboard =
+      !p.standby_socket.empty() && leader == p.standby_socket ? p.standby_dashboard : p.dashboard;
+  if (!dashboard.empty()) {
     std::printf("  dashboard    %s (sign in with an API token: gpool token create)\n",
-                p.dashboard.c_str());
+                dashboard.c_str());
   }
   for (const auto& [node, pid] : p.agents) {
     std::printf("  gpool-agent  pid %-8d %s   node %s\n", pid,
@@ -931,10 +937,14 @@ void runUp(const UpArgs& a) {
           std::ifstream in(log);
           in.seekg(static_cast<std::streamoff>(offset));
           std::string line;
-          while (std::getline(in, line)) {
-            if (line == "standby") return true;
+          bool standing_by = false;
+          while (std::getline(in, line))
+            standing_by = standing_by || line == "standby";
+          const int port = httpPortFromLog(log, offset);
+          if (standing_by && port > 0) {
+            pool.standby_dashboard = "http://127.0.0.1:" + std::to_string(port) + "/";
           }
-          return false;
+          return standing_by && port > 0;
         },
         a.timeout_s, "waiting for the second gpoold to stand by", children);
     if (!standing.isOk()) abandon(standing);

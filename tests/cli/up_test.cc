@@ -367,6 +367,10 @@ TEST_F(UpTest, HaStartsALeaderAndAStandbyAndAKillOfTheLeaderHandsOver) {
   Output after = gpool({"up", "--dir", dir_, "--status"});
   EXPECT_NE(after.out.find("STOPPED"), std::string::npos) << after.out;
   EXPECT_NE(after.out.find("(leader)"), std::string::npos) << after.out;
+  // The dashboard shown is the new leader's own.
+  const std::string standby_dashboard = poolFile().value("standby_dashboard", "");
+  EXPECT_NE(standby_dashboard, pool.value("dashboard", ""));
+  EXPECT_NE(after.out.find("dashboard    " + standby_dashboard), std::string::npos) << after.out;
 
   Output down = gpool({"down", "--dir", dir_});
   ASSERT_EQ(down.rc, 0) << down.out << down.err;
