@@ -350,6 +350,7 @@ int runTable(int argc, char** argv) {
       {"time errs", "time_mismatch", -1},
       {"max time err s", "max_time_error_s", 3},
       {"recovery s", "recovery_s", 2},
+      {"takeover s", "takeover_s", 2},
       {"jobs/s", "jobs_per_s", 1},
       {"API p50 ms", "api_p50_ms", 1},
       {"API p99 ms", "api_p99_ms", 1},
