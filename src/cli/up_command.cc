@@ -54,6 +54,7 @@ struct UpArgs {
   bool demo = false;
   bool cgroups = false;
   bool status = false;
+  bool ha = false;  // two controllers on a PostgreSQL server of the pool's own (docs/ha.md)
   int timeout_s = 30;
   std::vector<std::string> sets;  // --set KEY=VALUE, in order (a later one wins)
 };
@@ -233,15 +234,32 @@ struct PoolFile {
   std::string gpoold_exe;
   std::vector<std::pair<std::string, pid_t>> agents;  // node, pid
   std::string agent_exe;
+  // --ha: the second controller, and the PostgreSQL server both use (pg_ctl, its data folder,
+  // run as the postgres user when gpool up ran as root).
+  pid_t standby = -1;
+  std::string standby_socket;
+  std::string standby_dashboard;  // the second controller's own (another port)
+  std::string pg_ctl;
+  std::string pg_data;
+  bool pg_as_postgres = false;
 };
 
 json toJson(const PoolFile& p) {
   json agents = json::array();
   for (const auto& [node, pid] : p.agents)
     agents.push_back({{"node", node}, {"pid", pid}});
-  return {{"socket", p.socket},         {"simulated", p.simulated}, {"gpoold_pid", p.gpoold},
-          {"gpoold_exe", p.gpoold_exe}, {"agents", agents},         {"agent_exe", p.agent_exe},
-          {"dashboard", p.dashboard}};
+  json j = {{"socket", p.socket},         {"simulated", p.simulated}, {"gpoold_pid", p.gpoold},
+            {"gpoold_exe", p.gpoold_exe}, {"agents", agents},         {"agent_exe", p.agent_exe},
+            {"dashboard", p.dashboard}};
+  if (!p.standby_socket.empty()) {
+    j["standby_pid"] = p.standby;
+    j["standby_socket"] = p.standby_socket;
+    j["standby_dashboard"] = p.standby_dashboard;
+    j["pg_ctl"] = p.pg_ctl;
+    j["pg_data"] = p.pg_data;
+    j["pg_as_postgres"] = p.pg_as_postgres;
+  }
+  return j;
 }
 
 Result<PoolFile> readPoolFile(const std::string& dir) {
@@ -262,6 +280,12 @@ Result<PoolFile> readPoolFile(const std::string& dir) {
     p.dashboard = j.value("dashboard", "");
     for (const json& a : j.at("agents"))
       p.agents.emplace_back(a.at("node").get<std::string>(), a.at("pid").get<pid_t>());
+    p.standby = j.value("standby_pid", pid_t{-1});
+    p.standby_socket = j.value("standby_socket", "");
+    p.standby_dashboard = j.value("standby_dashboard", "");
+    p.pg_ctl = j.value("pg_ctl", "");
+    p.pg_data = j.value("pg_data", "");
+    p.pg_as_postgres = j.value("pg_as_postgres", false);
   } catch (const json::exception& e) {
     return Status::invalidArgument(path + ": " + e.what());
   }
@@ -301,21 +325,132 @@ bool stopProcess(pid_t pid, const std::string& exe, int timeout_s) {
   return true;
 }
 
+// Whether `socket`'s controller leads (a standby answers 503).
+bool leads(const std::string& socket) {
+  net::HttpClient client(net::ClientEndpoint::unixSocket(socket), std::chrono::seconds(5));
+  Result<net::Response> r = client.get("/v1/health");
+  return r.ok() && r->status == 200;
+}
+
+// The socket of the controller that leads now ("" when none does): with --ha either one.
+std::string leaderSocket(const PoolFile& p) {
+  if (processAlive(p.gpoold, p.gpoold_exe) && leads(p.socket)) return p.socket;
+  if (!p.standby_socket.empty() && processAlive(p.standby, p.gpoold_exe) &&
+      leads(p.standby_socket)) {
+    return p.standby_socket;
+  }
+  return "";
+}
+
+// The newest /usr/lib/postgresql/<version>/bin holding initdb and pg_ctl ("" when none).
+std::string postgresBinDir() {
+  std::string best;
+  int best_version = -1;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
+    const int version = std::atoi(entry.path().filename().c_str());
+    const fs::path bin = entry.path() / "bin";
+    if (version > best_version && fs::exists(bin / "initdb") && fs::exists(bin / "pg_ctl")) {
+      best_version = version;
+      best = bin.string();
+    }
+  }
+  return best;
+}
+
+// Runs `argv` (as the postgres user when `as_postgres`), its output appended to `log`; Ok when
+// it exits 0.
+Status runPostgresTool(std::vector<std::string> argv, bool as_postgres, const std::string& log) {
+  if (as_postgres) argv.insert(argv.begin(), {"/usr/sbin/runuser", "-u", "postgres", "--"});
+  Result<pid_t> pid = spawnDetached(argv, log, 077);
+  if (!pid.ok()) return pid.status();
+  int ws = 0;
+  ::waitpid(*pid, &ws, 0);
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+    return Status::unavailable(argv[as_postgres ? 4 : 0] + " failed; the end of " + log + ":\n" +
+                               tailOf(log));
+  }
+  return Status::ok();
+}
+
+// --ha: a PostgreSQL server of the pool's own in <dir>/postgres (initdb on the first `up`),
+// listening on a Unix socket in that folder only (no TCP port; mode 0700, so only its owner and
+// root connect). Fills p's pg_* fields; the libpq connection string of its database.
+Result<std::string> startPostgres(const std::string& dir, PoolFile* p) {
+  const std::string bin = postgresBinDir();
+  if (bin.empty()) {
+    return Status::failedPrecondition(
+        "--ha needs PostgreSQL's server programs (initdb, pg_ctl under /usr/lib/postgresql/*/bin): "
+        "install the Debian package `postgresql`");
+  }
+  const std::string root = dir + "/postgres";
+  p->pg_ctl = bin + "/pg_ctl";
+  p->pg_data = root + "/data";
+  p->pg_as_postgres = ::geteuid() == 0;
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) return Status::ioError("cannot create " + root + ": " + ec.message());
+  ::chmod(root.c_str(), 0700);
+  if (p->pg_as_postgres) {
+    // PostgreSQL refuses to run as root.
+    const passwd* pw = ::getpwnam("postgres");
+    if (pw == nullptr) {
+      return Status::failedPrecondition(
+          "--ha as root runs PostgreSQL as the `postgres` user, and there is none: install the "
+          "Debian package `postgresql`");
+    }
+    if (::chown(root.c_str(), pw->pw_uid, pw->pw_gid) != 0) {
+      return Status::ioError("cannot chown " + root + " to postgres: " + std::strerror(errno));
+    }
+  }
+  // The tools' output apart from the server's log, which pg_ctl opens as the server's user.
+  const std::string log = root + "/tools.log";
+  if (!fs::exists(p->pg_data + "/PG_VERSION")) {
+    GPOOL_RETURN_IF_ERROR(runPostgresTool({bin + "/initdb", "--no-sync", "-A", "trust", "-U",
+                                           "gpool", "-E", "UTF8", "--locale=C", "-D", p->pg_data},
+                                          p->pg_as_postgres, log));
+  }
+  GPOOL_RETURN_IF_ERROR(runPostgresTool(
+      {p->pg_ctl, "-D", p->pg_data, "-o", "-k " + root + " -c listen_addresses=", "-w", "-t", "60",
+       "-l", root + "/server.log", "start"},
+      p->pg_as_postgres, log));
+  return "host=" + root + " port=5432 user=gpool dbname=postgres";
+}
+
+Status stopPostgres(const PoolFile& p) {
+  if (p.pg_ctl.empty() || !fs::exists(p.pg_data + "/postmaster.pid")) return Status::ok();
+  return runPostgresTool({p.pg_ctl, "-D", p.pg_data, "-m", "fast", "-w", "stop"}, p.pg_as_postgres,
+                         fs::path(p.pg_data).parent_path().string() + "/tools.log");
+}
+
 void printStatus(const PoolFile& p, const std::string& dir) {
   bool ctl_up = processAlive(p.gpoold, p.gpoold_exe);
   std::printf("pool in %s (%s)\n", dir.c_str(), p.simulated ? "simulated GPUs" : "real GPUs");
-  std::printf("  gpoold       pid %-8d %s   socket %s\n", p.gpoold, ctl_up ? "running" : "STOPPED",
-              p.socket.c_str());
-  if (!p.dashboard.empty()) {
+  const std::string leader = p.standby_socket.empty() ? p.socket : leaderSocket(p);
+  auto role = [&](const std::string& socket) {
+    return p.standby_socket.empty() ? "" : leader == socket ? " (leader)" : " (standby)";
+  };
+  std::printf("  gpoold       pid %-8d %s   socket %s%s\n", p.gpoold,
+              ctl_up ? "running" : "STOPPED", p.socket.c_str(), ctl_up ? role(p.socket) : "");
+  if (!p.standby_socket.empty()) {
+    const bool up = processAlive(p.standby, p.gpoold_exe);
+    std::printf("  gpoold       pid %-8d %s   socket %s%s\n", p.standby, up ? "running" : "STOPPED",
+                p.standby_socket.c_str(), up ? role(p.standby_socket) : "");
+    std::printf("  postgresql   %s\n", p.pg_data.c_str());
+  }
+  // With --ha, the dashboard of the controller that leads (each serves its own port).
+  const std::string& dashboard =
+      !p.standby_socket.empty() && leader == p.standby_socket ? p.standby_dashboard : p.dashboard;
+  if (!dashboard.empty()) {
     std::printf("  dashboard    %s (sign in with an API token: gpool token create)\n",
-                p.dashboard.c_str());
+                dashboard.c_str());
   }
   for (const auto& [node, pid] : p.agents) {
     std::printf("  gpool-agent  pid %-8d %s   node %s\n", pid,
                 processAlive(pid, p.agent_exe) ? "running" : "STOPPED", node.c_str());
   }
-  if (!ctl_up) return;
-  net::HttpClient client(net::ClientEndpoint::unixSocket(p.socket), std::chrono::seconds(5));
+  if (leader.empty() || (p.standby_socket.empty() && !ctl_up)) return;
+  net::HttpClient client(net::ClientEndpoint::unixSocket(leader), std::chrono::seconds(5));
   Result<json> nodes = getJson(client, "/v1/nodes");
   if (!nodes.ok()) return;
   for (const json& n : nodes->value("nodes", json::array())) {
@@ -610,7 +745,9 @@ void runUp(const UpArgs& a) {
     overrides.push_back(std::move(*o));
   }
   if (Result<PoolFile> pool = readPoolFile(dir);
-      pool.ok() && processAlive(pool->gpoold, pool->gpoold_exe)) {
+      pool.ok() &&
+      (processAlive(pool->gpoold, pool->gpoold_exe) ||
+       (!pool->standby_socket.empty() && processAlive(pool->standby, pool->gpoold_exe)))) {
     if (!overrides.empty()) {
       std::fprintf(stderr, "gpool: --set applies to a new pool; this one keeps its settings\n");
     }
@@ -661,7 +798,8 @@ void runUp(const UpArgs& a) {
   pool.simulated = simulated;
   pool.gpoold_exe = fs::canonical(*gpoold, ec).string();
   pool.agent_exe = fs::canonical(*agent, ec).string();
-  if (pool.socket.size() >= 100) {
+  if (a.ha) pool.standby_socket = dir + "/gpoold-2.sock";
+  if (pool.socket.size() >= 100 || pool.standby_socket.size() >= 100) {
     fail(Status::invalidArgument("the socket path " + pool.socket +
                                  " is too long for a Unix socket; use a shorter --dir"));
   }
@@ -671,24 +809,39 @@ void runUp(const UpArgs& a) {
   const int servers = simulated ? a.servers : 1;
   for (int i = 1; i <= servers; ++i)
     names.push_back(simulated ? "sim-node-" + std::to_string(i) : hostName());
+  // --ha: both controllers share a PostgreSQL server of the pool's own, started first.
+  std::string store = dir + "/gpool.db";
+  if (a.ha) {
+    Result<std::string> pg = startPostgres(dir, &pool);
+    if (!pg.ok()) fail(pg.status());
+    store = *pg;
+  }
   const std::string config = dir + "/gpoold.toml";
-  {
+  const std::string standby_config = dir + "/gpoold-2.toml";
+  for (const std::string& socket : {pool.socket, pool.standby_socket}) {
+    if (socket.empty()) continue;
     TomlDraft draft;
-    draft.set({"controller", "store"}, tomlString(dir + "/gpool.db"));
-    draft.set({"controller", "socket"}, tomlString(pool.socket));
+    draft.set({"controller", "store"}, tomlString(store));
+    draft.set({"controller", "socket"}, tomlString(socket));
     draft.set({"controller", "http_listen"}, tomlString("127.0.0.1:0"));
     draft.set({"controller", "schedule_interval"}, tomlString("2s"));
+    if (a.ha) draft.set({"ha", "enabled"}, "true");
     for (const ConfigOverride& o : overrides) {
       if (!o.forAgent()) draft.set(o.path, o.toml_value, o.arg);
     }
     const std::string comment =
-        "written by `gpool up`; the controller of this machine's pool\n"
+        std::string(a.ha ? "written by `gpool up --ha`; one of the two controllers of this "
+                           "machine's pool (docs/ha.md)\n"
+                         : "written by `gpool up`; the controller of this machine's pool\n") +
         "http_listen: the dashboard and the API for a browser on this machine; port chosen by "
         "the OS";
-    Status written = writeCheckedConfig(draft, comment, config, [](const std::string& path) {
-      return controller::readControllerSettings(path).status();
-    });
-    if (!written.isOk()) fail(written);
+    Status written = writeCheckedConfig(
+        draft, comment, socket == pool.socket ? config : standby_config,
+        [](const std::string& path) { return controller::readControllerSettings(path).status(); });
+    if (!written.isOk()) {
+      (void)stopPostgres(pool);
+      fail(written);
+    }
   }
   std::vector<std::string> agent_configs;
   for (const std::string& node : names) {
@@ -696,7 +849,9 @@ void runUp(const UpArgs& a) {
     fs::create_directories(state, ec);
     TomlDraft draft;
     draft.set({"agent", "node"}, tomlString(node));
-    draft.set({"agent", "unix_socket"}, tomlString(pool.socket));
+    // --ha: both controllers; the agent follows the leader.
+    draft.set({"agent", "unix_socket"},
+              tomlString(pool.socket + (a.ha ? "," + pool.standby_socket : "")));
     draft.set({"agent", "state_dir"}, tomlString(state));
     draft.set({"agent", "vgpu_dir"}, tomlString(dir + "/vgpu/" + node));
     draft.set({"agent", "supervisor"}, tomlString(*supervisor));
@@ -720,7 +875,10 @@ void runUp(const UpArgs& a) {
     Status written = writeCheckedConfig(
         draft, "written by `gpool up`; the agent of server " + node, path,
         [](const std::string& p) { return agent::readAgentSettings(p).status(); });
-    if (!written.isOk()) fail(written);
+    if (!written.isOk()) {
+      (void)stopPostgres(pool);
+      fail(written);
+    }
     agent_configs.push_back(path);
   }
   const std::string ctl_log = dir + "/gpoold.log";
@@ -731,7 +889,10 @@ void runUp(const UpArgs& a) {
     if (!size_ec) log_offset = size;
   }
   Result<pid_t> ctl = spawnDetached({*gpoold, "--config", config}, ctl_log, 077);
-  if (!ctl.ok()) fail(ctl.status());
+  if (!ctl.ok()) {
+    (void)stopPostgres(pool);
+    fail(ctl.status());
+  }
   pool.gpoold = *ctl;
   std::vector<std::pair<pid_t, std::string>> children{{*ctl, ctl_log}};
 
@@ -752,12 +913,42 @@ void runUp(const UpArgs& a) {
     for (const auto& [node, pid] : pool.agents)
       stopProcess(pid, pool.agent_exe, 5);
     stopProcess(pool.gpoold, pool.gpoold_exe, 5);
+    if (pool.standby > 0) stopProcess(pool.standby, pool.gpoold_exe, 5);
+    (void)stopPostgres(pool);
     std::error_code ignored;
     fs::remove(dir + "/pool.json", ignored);
     fail(why);
   };
   if (!ready.isOk()) abandon(ready);
   if (http_port > 0) pool.dashboard = "http://127.0.0.1:" + std::to_string(http_port) + "/";
+  if (a.ha) {
+    // The second controller stands by: it says so once it has opened the store and found the
+    // lease held.
+    const std::string log = dir + "/gpoold-2.log";
+    std::error_code size_ec;
+    std::uintmax_t offset = fs::file_size(log, size_ec);
+    if (size_ec) offset = 0;
+    Result<pid_t> standby = spawnDetached({*gpoold, "--config", standby_config}, log, 077);
+    if (!standby.ok()) abandon(standby.status());
+    pool.standby = *standby;
+    children.emplace_back(*standby, log);
+    Status standing = waitUntil(
+        [&] {
+          std::ifstream in(log);
+          in.seekg(static_cast<std::streamoff>(offset));
+          std::string line;
+          bool standing_by = false;
+          while (std::getline(in, line))
+            standing_by = standing_by || line == "standby";
+          const int port = httpPortFromLog(log, offset);
+          if (standing_by && port > 0) {
+            pool.standby_dashboard = "http://127.0.0.1:" + std::to_string(port) + "/";
+          }
+          return standing_by && port > 0;
+        },
+        a.timeout_s, "waiting for the second gpoold to stand by", children);
+    if (!standing.isOk()) abandon(standing);
+  }
 
   for (size_t i = 0; i < names.size(); ++i) {
     const std::string& node = names[i];
@@ -775,9 +966,10 @@ void runUp(const UpArgs& a) {
                 children);
   if (!joined.isOk()) abandon(joined);
 
-  std::printf("gpool: a pool of %d server(s) is up (%s)\n", servers,
+  std::printf("gpool: a pool of %d server(s) is up (%s)%s\n", servers,
               simulated ? "simulated GPUs: no NVIDIA GPU was found on this machine"
-                        : "the real GPUs of this machine");
+                        : "the real GPUs of this machine",
+              a.ha ? ", with two controllers on PostgreSQL: one leads, one stands by" : "");
   printStatus(pool, dir);
   if (!pool.dashboard.empty()) {
     Result<std::string> token = dashboardToken(client);
@@ -793,7 +985,14 @@ void runUp(const UpArgs& a) {
   std::printf(
       "\nuse it with:\n  export GPOOL_SOCKET=%s\n  gpool nodes\n  gpool queue\n"
       "stop it with: gpool down%s\n",
-      pool.socket.c_str(), a.dir.empty() ? "" : (" --dir " + dir).c_str());
+      (pool.socket + (a.ha ? "," + pool.standby_socket : "")).c_str(),
+      a.dir.empty() ? "" : (" --dir " + dir).c_str());
+  if (a.ha) {
+    std::printf(
+        "try a takeover: kill -9 %d (the leader); the other controller leads within the lease "
+        "(ha.lease, 6 s unless --set), and gpool and the agents follow it\n",
+        pool.gpoold);
+  }
   if (a.demo) {
     std::printf("\ndemo jobs:\n");
     submitDemo(pool.socket);
@@ -901,8 +1100,8 @@ void runDown(const DownArgs& a) {
   std::vector<PoolTasks> tasks = poolTasks(dir, *pool);
   // Cancel what still runs while the agents are there to stop it: a task's supervisor outlives
   // its agent by design, so stopping the agents first would leave the tasks behind.
-  if (processAlive(pool->gpoold, pool->gpoold_exe)) {
-    net::HttpClient client(net::ClientEndpoint::unixSocket(pool->socket), std::chrono::seconds(5));
+  if (const std::string leader = leaderSocket(*pool); !leader.empty()) {
+    net::HttpClient client(net::ClientEndpoint::unixSocket(leader), std::chrono::seconds(5));
     size_t cancelled = 0;
     // Page by page: a cancelled job leaves the list, so the first page is read again.
     for (int round = 0; round < 1000; ++round) {
@@ -943,6 +1142,18 @@ void runDown(const DownArgs& a) {
   }
   bool ctl_stopped = stopProcess(pool->gpoold, pool->gpoold_exe, a.timeout_s);
   std::printf("gpoold (pid %d): %s\n", pool->gpoold, ctl_stopped ? "stopped" : "DID NOT STOP");
+  if (!pool->standby_socket.empty()) {
+    const bool stopped = stopProcess(pool->standby, pool->gpoold_exe, a.timeout_s);
+    std::printf("gpoold (pid %d): %s\n", pool->standby, stopped ? "stopped" : "DID NOT STOP");
+    ctl_stopped = ctl_stopped && stopped;
+    // The database goes last, once no controller writes to it.
+    if (Status s = stopPostgres(*pool); s.isOk()) {
+      std::printf("postgresql (%s): stopped\n", pool->pg_data.c_str());
+    } else {
+      std::fprintf(stderr, "gpool: %s\n", s.message().c_str());
+      ctl_stopped = false;
+    }
+  }
   // Tasks whose agent was gone (or did not stop them in time): their supervisors are stopped
   // directly, so that nothing of the pool runs on once its state is removed.
   const size_t left = stopLeftoverTasks(tasks, a.timeout_s);
@@ -1037,6 +1248,9 @@ void registerUpCommands(CLI::App& app) {
   up->add_flag("--cgroups", up_args->cgroups,
                "run tasks in cgroups (needs root and a writable /sys/fs/cgroup)");
   up->add_flag("--status", up_args->status, "show the pool that is up and exit");
+  up->add_flag("--ha", up_args->ha,
+               "two controllers (one leads, one stands by) on a PostgreSQL server of the pool's "
+               "own, to try high availability on one machine (docs/ha.md)");
   up->add_option("--set", up_args->sets,
                  "set a gpoold or agent configuration key for this pool, e.g. "
                  "controller.lease_duration=10s or agent.cpus=8 (repeatable; docs/gpool-up.md)")

@@ -7,6 +7,10 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+int64_t steadyNs(SteadyClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 }  // namespace
 
 Leadership::Leadership(store::LeaderLease& lease, store::PostgresStore& store,
@@ -19,8 +23,10 @@ Leadership::Leadership(store::LeaderLease& lease, store::PostgresStore& store,
 
 Leadership::~Leadership() {
   renewer_.request_stop();
+  watchdog_.request_stop();
   cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 bool Leadership::waitToLead(std::stop_token stop) {
@@ -55,27 +61,40 @@ bool Leadership::waitToLead(std::stop_token stop) {
 }
 
 void Leadership::keep(std::function<void(const std::string& why)> on_lost) {
-  renewer_ = std::jthread(
-      [this, on_lost = std::move(on_lost)](std::stop_token stop) { renewLoop(stop, on_lost); });
+  on_lost_ = std::move(on_lost);
+  last_ok_ns_.store(steadyNs(SteadyClock::now()));
+  renewer_ = std::jthread([this](std::stop_token stop) { renewLoop(stop); });
+  watchdog_ = std::jthread([this](std::stop_token stop) { watchDeadline(stop); });
 }
 
-void Leadership::renewLoop(std::stop_token stop,
-                           std::function<void(const std::string& why)> on_lost) {
+void Leadership::lose(const std::string& why) {
+  if (lost_.exchange(true)) return;
+  leading_.store(false);
+  store_.setFenceToken(0);
+  spdlog::error("deposed: {}", why);
+  cv_.notify_all();
+  on_lost_(why);
+}
+
+void Leadership::renewLoop(std::stop_token stop) {
   const int64_t token = store_.fenceToken();
   const auto every = std::max(options_.lease / 3, std::chrono::milliseconds(10));
-  // The lease ends at the latest `lease` after the start of the last renewal that succeeded
-  // (the database counts from when it ran the UPDATE, which is later).
-  SteadyClock::time_point last_ok = SteadyClock::now();
-  while (true) {
+  while (!lost_.load()) {
     {
       std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, stop, every, [] { return false; }) || stop.stop_requested()) return;
+      if (cv_.wait_for(lock, stop, every, [this] { return lost_.load(); }) ||
+          stop.stop_requested()) {
+        return;
+      }
     }
     SteadyClock::time_point started = SteadyClock::now();
     Result<store::LeaseView> view = lease_.acquireOrRenew(token);
+    if (lost_.load()) return;  // the watchdog gave up while this renewal was blocked
     std::string why;
     if (view.ok() && view->held && view->token == token) {
-      last_ok = started;
+      // The lease ends at the latest `lease` after the start of the last renewal that
+      // succeeded (the database counts from when it ran the UPDATE, which is later).
+      last_ok_ns_.store(steadyNs(started));
       continue;
     }
     if (view.ok() && view->held) {
@@ -87,25 +106,47 @@ void Leadership::renewLoop(std::stop_token stop,
     } else if (view.ok()) {
       why = "the controller lease passed to " + view->holder + " at " + view->address + " (token " +
             std::to_string(view->token) + ")";
-    } else if (SteadyClock::now() - last_ok >= options_.lease) {
+    } else if (steadyNs(SteadyClock::now()) - last_ok_ns_.load() >=
+               std::chrono::duration_cast<std::chrono::nanoseconds>(options_.lease).count()) {
       why = "no renewal of the controller lease succeeded for " +
             std::to_string(options_.lease.count()) + " ms: " + view.status().toString();
     } else {
       spdlog::warn("cannot renew the controller lease (will retry): {}", view.status().toString());
       continue;
     }
-    leading_.store(false);
-    store_.setFenceToken(0);
-    spdlog::error("deposed: {}", why);
-    on_lost(why);
+    lose(why);
     return;
+  }
+}
+
+void Leadership::watchDeadline(std::stop_token stop) {
+  while (!lost_.load()) {
+    const auto deadline =
+        SteadyClock::time_point(std::chrono::nanoseconds(last_ok_ns_.load())) + options_.lease;
+    {
+      std::unique_lock lock(mu_);
+      if (cv_.wait_until(lock, stop, deadline, [this] { return lost_.load(); }) ||
+          stop.stop_requested()) {
+        return;
+      }
+    }
+    // A renewal may have succeeded meanwhile and moved the deadline.
+    if (SteadyClock::now() >=
+        SteadyClock::time_point(std::chrono::nanoseconds(last_ok_ns_.load())) + options_.lease) {
+      lose("no renewal of the controller lease succeeded for " +
+           std::to_string(options_.lease.count()) +
+           " ms (the last one may still be waiting for the database)");
+      return;
+    }
   }
 }
 
 void Leadership::stop() {
   renewer_.request_stop();
+  watchdog_.request_stop();
   cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (watchdog_.joinable()) watchdog_.join();
   if (leading_.exchange(false)) {
     const int64_t token = store_.fenceToken();
     store_.setFenceToken(0);

@@ -23,7 +23,9 @@
 // transaction: whatever this class believes, the database refuses a deposed leader's writes.
 // The leader gives up (on_lost) when a renewal finds the lease gone or none has succeeded for
 // a whole lease duration; gpoold then exits at once and its service manager restarts it as a
-// standby, so that nothing of the deposed leader's memory outlives its lease.
+// standby, so that nothing of the deposed leader's memory outlives its lease. That deadline is
+// kept by a watchdog thread of its own, not by the renewal: a renewal blocked on a database that
+// stopped answering (packets dropped, no error for minutes) must not keep a leader leading.
 namespace gpool::controller {
 
 struct LeadershipOptions {
@@ -46,7 +48,9 @@ class Leadership {
   bool waitToLead(std::stop_token stop);
 
   // Leader: renews the lease every third of its duration until stop(). Calls `on_lost` once,
-  // from the renewal thread, when the lease is lost; the store then refuses every write.
+  // from the renewal thread or the deadline watchdog, when the lease is lost (a renewal found
+  // it gone, or none succeeded for a whole lease, even one still blocked); the store then
+  // refuses every write.
   void keep(std::function<void(const std::string& why)> on_lost);
 
   // Stops the renewals and, when still leading, releases the lease so that a standby takes
@@ -65,7 +69,11 @@ class Leadership {
 
  private:
   Status notLeading() const;
-  void renewLoop(std::stop_token stop, std::function<void(const std::string&)> on_lost);
+  void renewLoop(std::stop_token stop);
+  // Deposes this controller when no renewal has succeeded for a whole lease.
+  void watchDeadline(std::stop_token stop);
+  // Gives up leading and calls on_lost_, once whichever thread comes first.
+  void lose(const std::string& why);
 
   store::LeaderLease& lease_;
   store::PostgresStore& store_;
@@ -73,8 +81,13 @@ class Leadership {
   std::atomic<bool> leading_{false};
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
-  std::string leader_address_;  // GUARDED_BY(mu_)
+  std::string leader_address_;                       // GUARDED_BY(mu_)
+  std::function<void(const std::string&)> on_lost_;  // set by keep() before its threads start
+  std::atomic<bool> lost_{false};
+  // The start of the last renewal that succeeded (steady clock, ns since its epoch).
+  std::atomic<int64_t> last_ok_ns_{0};
   std::jthread renewer_;
+  std::jthread watchdog_;
 };
 
 }  // namespace gpool::controller

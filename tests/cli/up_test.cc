@@ -319,5 +319,66 @@ TEST_F(UpTest, BadArgumentsAndMissingPoolsAreClearErrors) {
   EXPECT_EQ(unknown.rc, 2);
 }
 
+// `gpool up --ha`: two controllers on a PostgreSQL server of the pool's own, one leading and
+// one standing by; a SIGKILL of the leader hands the pool over (the agent follows), and
+// `gpool down` stops both controllers and the database.
+TEST_F(UpTest, HaStartsALeaderAndAStandbyAndAKillOfTheLeaderHandsOver) {
+  bool have_postgres = false;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/usr/lib/postgresql", ec))
+    have_postgres = have_postgres || fs::exists(e.path() / "bin/pg_ctl");
+  if (!have_postgres) GTEST_SKIP() << "no PostgreSQL server programs (Debian package postgresql)";
+
+  Output up = gpool({"up", "--ha", "--dir", dir_, "--servers", "1", "--simulate", "--timeout", "60",
+                     "--set", "ha.lease=2s"});
+  ASSERT_EQ(up.rc, 0) << up.out << up.err;
+  EXPECT_NE(up.out.find("with two controllers on PostgreSQL"), std::string::npos) << up.out;
+  json pool = poolFile();
+  ASSERT_TRUE(pool.is_object());
+  const int leader = pool["gpoold_pid"].get<int>();
+  const int standby = pool.value("standby_pid", -1);
+  const std::string socket = pool["socket"].get<std::string>();
+  const std::string standby_socket = pool.value("standby_socket", "");
+  ASSERT_TRUE(alive(leader));
+  ASSERT_TRUE(alive(standby));
+  auto health = [](const std::string& s) {
+    net::HttpClient c(net::ClientEndpoint::unixSocket(s), std::chrono::seconds(5));
+    auto r = c.get("/v1/health");
+    return r.ok() ? r->status : -1;
+  };
+  EXPECT_EQ(health(socket), 200);
+  EXPECT_EQ(health(standby_socket), 503);  // a standby, naming the leader
+  Output status = gpool({"up", "--dir", dir_, "--status"});
+  EXPECT_EQ(status.rc, 0) << status.err;
+  EXPECT_NE(status.out.find("(leader)"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("(standby)"), std::string::npos) << status.out;
+
+  ASSERT_EQ(::kill(leader, SIGKILL), 0);
+  // The standby leads within the lease (2 s) and a poll, and the agent says hello to it.
+  const auto deadline = realClock().monotonic() + std::chrono::seconds(30);
+  bool handed_over = false;
+  while (!handed_over && realClock().monotonic() < deadline) {
+    handed_over = health(standby_socket) == 200 &&
+                  readFile(dir_ + "/gpoold-2.log").find("agent of node sim-node-1 said hello") !=
+                      std::string::npos;
+    if (!handed_over) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(handed_over) << readFile(dir_ + "/gpoold-2.log");
+  Output after = gpool({"up", "--dir", dir_, "--status"});
+  EXPECT_NE(after.out.find("STOPPED"), std::string::npos) << after.out;
+  EXPECT_NE(after.out.find("(leader)"), std::string::npos) << after.out;
+  // The dashboard shown is the new leader's own.
+  const std::string standby_dashboard = poolFile().value("standby_dashboard", "");
+  EXPECT_NE(standby_dashboard, pool.value("dashboard", ""));
+  EXPECT_NE(after.out.find("dashboard    " + standby_dashboard), std::string::npos) << after.out;
+
+  Output down = gpool({"down", "--dir", dir_});
+  ASSERT_EQ(down.rc, 0) << down.out << down.err;
+  EXPECT_NE(down.out.find("postgresql"), std::string::npos) << down.out;
+  EXPECT_FALSE(alive(standby));
+  EXPECT_FALSE(fs::exists(dir_ + "/postgres/data/postmaster.pid"));  // the server stopped
+  EXPECT_FALSE(fs::exists(dir_ + "/pool.json"));
+}
+
 }  // namespace
 }  // namespace gpool::cli

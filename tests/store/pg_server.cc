@@ -120,9 +120,15 @@ Result<std::unique_ptr<PgServer>> PgServer::start(const PgServerOptions& options
   ::close(lock_fd);
   GPOOL_RETURN_IF_ERROR(s.withContext("initdb of the PostgreSQL test template"));
   GPOOL_RETURN_IF_ERROR(run("cp -a " + cache + " " + server->data_dir_));
+  if (!options.listen_addresses.empty()) {
+    // initdb's pg_hba.conf trusts 127.0.0.1 only; the other loopback addresses too.
+    GPOOL_RETURN_IF_ERROR(
+        run("echo 'host all all 127.0.0.0/8 trust' >> " + server->data_dir_ + "/pg_hba.conf"));
+  }
 
   std::string opts = "-k " + server->socket_dir_ +
-                     " -c listen_addresses= -c max_connections=40 -c shared_buffers=32MB"
+                     " -c listen_addresses=" + options.listen_addresses +
+                     " -c max_connections=40 -c shared_buffers=32MB"
                      " -c min_wal_size=32MB -c max_wal_size=256MB" +
                      (options.fsync ? "" : " -c fsync=off -c full_page_writes=off");
   // The watchdog first, so that even a server that fails half-way through starting is cleaned
@@ -145,8 +151,9 @@ Result<std::unique_ptr<PgServer>> PgServer::start(const PgServerOptions& options
   server->watchdog_fd_ = pipe_fds[1];
   server->watchdog_pid_ = pid;
 
-  GPOOL_RETURN_IF_ERROR(run(as + bin + "pg_ctl -D " + server->data_dir_ + " -o \"" + opts +
-                            "\" -w -t 60 -l " + server->socket_dir_ +
+  const std::string in_netns = options.netns.empty() ? "" : "ip netns exec " + options.netns + " ";
+  GPOOL_RETURN_IF_ERROR(run(in_netns + as + bin + "pg_ctl -D " + server->data_dir_ + " -o \"" +
+                            opts + "\" -w -t 60 -l " + server->socket_dir_ +
                             "/server.log start >/dev/null")
                             .withContext("starting the PostgreSQL test server"));
   return server;
@@ -165,6 +172,10 @@ PgServer::~PgServer() {
 
 std::string PgServer::conninfo(const std::string& dbname) const {
   return "host=" + socket_dir_ + " port=5432 user=gpool dbname=" + dbname;
+}
+
+std::string PgServer::tcpConninfo(const std::string& host, const std::string& dbname) const {
+  return "host=" + host + " port=5432 user=gpool dbname=" + dbname;
 }
 
 }  // namespace gpool::store::testing

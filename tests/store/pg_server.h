@@ -14,6 +14,13 @@ struct PgServerOptions {
   // Put the data directory on /dev/shm when it has room (creating the cluster's ~1,000 files
   // on a busy disk takes seconds; on tmpfs a fraction of one). The benchmark keeps it on disk.
   bool prefer_memory = true;
+  // Also listen on TCP at these addresses (PostgreSQL's listen_addresses, port 5432), e.g.
+  // "127.0.0.2,127.0.0.3": the system tests cut one controller's path to the database with
+  // nftables and keep the other's. "" (the default): the Unix socket only.
+  std::string listen_addresses;
+  // Start the server inside this network namespace (`ip netns exec`; root only), so that its
+  // TCP addresses are the namespace's own. "": this process's namespace.
+  std::string netns;
 };
 
 // A throw-away PostgreSQL server for tests and benchmarks: a data directory in a fresh temp
@@ -38,6 +45,8 @@ class PgServer {
 
   // libpq connection string for database `dbname`.
   std::string conninfo(const std::string& dbname = "postgres") const;
+  // The same over TCP to `host` (one of PgServerOptions::listen_addresses).
+  std::string tcpConninfo(const std::string& host, const std::string& dbname = "postgres") const;
   const std::string& socketDir() const { return socket_dir_; }
 
  private:

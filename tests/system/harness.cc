@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "net/net_test_util.h"
+#include "store/pg_server.h"
 
 namespace gpool::system_test {
 namespace {
@@ -234,6 +235,33 @@ Status TestNetwork::heal(int host) {
   return Status::ok();
 }
 
+Status TestNetwork::cutDatabase(const std::string& address) {
+  if (!canCutDatabase()) {
+    return Status::unimplemented("cutting a controller from the database needs namespaces and nft");
+  }
+  // Both directions, established connections included: packets vanish, as on a broken link
+  // (nothing is refused, so the controller learns of it only by waiting).
+  ShellResult r = shell("ip netns exec " + controllerNamespace() + " nft -f - <<'EOF'\n" +
+                        "table inet gpool_db_cut {\n"
+                        "  chain out { type filter hook output priority 0; policy accept;\n"
+                        "    ip daddr " +
+                        address +
+                        " tcp dport 5432 drop;\n"
+                        "    ip saddr " +
+                        address +
+                        " tcp sport 5432 drop; }\n"
+                        "}\nEOF");
+  if (r.rc != 0) return Status::internal("cutting " + address + " from the database: " + r.out);
+  return Status::ok();
+}
+
+Status TestNetwork::healDatabase() {
+  ShellResult r =
+      shell("ip netns exec " + controllerNamespace() + " nft delete table inet gpool_db_cut");
+  if (r.rc != 0) return Status::internal("healing the database cut: " + r.out);
+  return Status::ok();
+}
+
 // ---------------------------------------------------------------- Daemon
 
 Daemon::Daemon(std::string name, std::vector<std::string> argv, std::string netns, std::string log,
@@ -432,6 +460,23 @@ Result<std::unique_ptr<Pool>> Pool::start(const std::string& scenario, const Poo
   std::fflush(stdout);
   GPOOL_ASSIGN_OR_RETURN(p->user_, testUser());
   p->socket_ = p->dir_ + "/gpoold.sock";
+  p->sockets_.push_back(p->socket_);
+  p->tls_ports_.assign(static_cast<size_t>(std::max(1, options.controllers)), 0);
+  p->more_controllers_.resize(static_cast<size_t>(std::max(0, options.controllers - 1)));
+  if (options.controllers > 1) {
+    for (int i = 1; i < options.controllers; ++i) {
+      p->sockets_.push_back(p->dir_ + "/gpoold-" + std::to_string(i) + ".sock");
+      p->socket_ += "," + p->sockets_.back();  // clients know them all
+    }
+    store::testing::PgServerOptions pg;
+    if (p->network_->isolated()) {
+      // In the controller's namespace, on one loopback address per controller.
+      pg.netns = p->network_->controllerNamespace();
+      for (int i = 0; i < options.controllers; ++i)
+        pg.listen_addresses += (i ? "," : "") + p->databaseAddress(i);
+    }
+    GPOOL_ASSIGN_OR_RETURN(p->pg_, store::testing::PgServer::start(pg));
+  }
   if (options.scratch_tmpfs_mib > 0 && ::geteuid() == 0) {
     // The records and the agents' state on a tmpfs: tens of thousands of small files that a
     // disk mounted with `discard` takes minutes to delete.
@@ -459,7 +504,7 @@ Result<std::unique_ptr<Pool>> Pool::start(const std::string& scenario, const Poo
   p->certs_ca_ = certs.ca_file;
   p->certs_cert_ = certs.cert_file;
   p->certs_key_ = certs.key_file;
-  p->admin_ = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(p->socket_),
+  p->admin_ = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(p->sockets_[0]),
                                                 std::chrono::seconds(10));
   GPOOL_RETURN_IF_ERROR(p->startGpoold());
 
@@ -534,10 +579,13 @@ Result<std::unique_ptr<Pool>> Pool::start(const std::string& scenario, const Poo
     if (p->join_token_.empty()) {
       argv.insert(argv.end(), {"--unix-socket", p->socket_});
     } else {
-      argv.insert(
-          argv.end(),
-          {"--controller", p->network_->controllerAddress() + ":" + std::to_string(p->tls_port_),
-           "--ca", p->certs_ca_, "--join-token", p->join_token_});
+      std::string controllers;  // every controller's TLS listener: agents follow the leader
+      for (int port : p->tls_ports_) {
+        controllers += (controllers.empty() ? "" : ",") + p->network_->controllerAddress() + ":" +
+                       std::to_string(port);
+      }
+      argv.insert(argv.end(), {"--controller", controllers, "--ca", p->certs_ca_, "--join-token",
+                               p->join_token_});
     }
     auto agent = std::make_unique<Daemon>(
         "agent " + node, argv, p->network_->hostNamespace(p->hostOf(i)), host_dir + "/agent.log");
@@ -564,62 +612,104 @@ TestDisk* Pool::agentDisk(int agent) {
   return agent_disks_[static_cast<size_t>(agent)].get();
 }
 
+std::string Pool::controllerSocket(int i) const {
+  return sockets_[static_cast<size_t>(i)];
+}
+
+std::string Pool::databaseAddress(int i) const {
+  if (options_.controllers < 2 || !network_->isolated()) return "";
+  return "127.0.0." + std::to_string(2 + i);
+}
+
 Status Pool::writeConfigs() {
-  std::ofstream out(dir_ + "/gpoold.toml", std::ios::trunc);
-  out << "[controller]\n"
-      << "store = \"" << store_ << "\"\n"
-      << "socket = \"" << socket_ << "\"\n"
-      << "tls_listen = \"" << network_->controllerAddress() << ":" << tls_port_ << "\"\n"
-      << "tls_cert = \"" << certs_cert_ << "\"\n"
-      << "tls_key = \"" << certs_key_ << "\"\n"
-      << "lease_duration = \"" << options_.lease_s << "s\"\n"
-      << "heartbeat_interval = \"" << options_.heartbeat_s << "s\"\n"
-      << "node_down_after = \"" << options_.node_down_after_s << "s\"\n"
-      << "schedule_interval = \"" << options_.schedule_interval_s << "s\"\n";
-  for (const std::string& line : options_.controller_keys)
-    out << line << "\n";
-  out << "[log]\nlevel = \"" << options_.log_level << "\"\n";
-  if (!out) return Status::ioError("cannot write " + dir_ + "/gpoold.toml");
+  for (int i = 0; i < std::max(1, options_.controllers); ++i) {
+    const std::string path =
+        dir_ + (i == 0 ? "/gpoold.toml" : "/gpoold-" + std::to_string(i) + ".toml");
+    std::string store = store_;
+    if (pg_) {
+      store = databaseAddress(i).empty() ? pg_->conninfo() : pg_->tcpConninfo(databaseAddress(i));
+    }
+    std::ofstream out(path, std::ios::trunc);
+    out << "[controller]\n"
+        << "store = \"" << store << "\"\n"
+        << "socket = \"" << sockets_[static_cast<size_t>(i)] << "\"\n"
+        << "tls_listen = \"" << network_->controllerAddress() << ":"
+        << tls_ports_[static_cast<size_t>(i)] << "\"\n"
+        << "tls_cert = \"" << certs_cert_ << "\"\n"
+        << "tls_key = \"" << certs_key_ << "\"\n"
+        << "lease_duration = \"" << options_.lease_s << "s\"\n"
+        << "heartbeat_interval = \"" << options_.heartbeat_s << "s\"\n"
+        << "node_down_after = \"" << options_.node_down_after_s << "s\"\n"
+        << "schedule_interval = \"" << options_.schedule_interval_s << "s\"\n";
+    for (const std::string& line : options_.controller_keys)
+      out << line << "\n";
+    if (pg_) out << "[ha]\nenabled = true\nlease = \"" << options_.ha_lease << "\"\n";
+    out << "[log]\nlevel = \"" << options_.log_level << "\"\n";
+    if (!out) return Status::ioError("cannot write " + path);
+  }
   return Status::ok();
 }
 
 Status Pool::startGpoold() {
+  GPOOL_RETURN_IF_ERROR(startController(0));
+  for (int i = 1; i < options_.controllers; ++i)
+    GPOOL_RETURN_IF_ERROR(startController(i));
+  return Status::ok();
+}
+
+Status Pool::startController(int i) {
   GPOOL_RETURN_IF_ERROR(writeConfigs());
-  const std::string log = dir_ + "/gpoold.log";
+  const std::string suffix = i == 0 ? "" : "-" + std::to_string(i);
+  const std::string log = dir_ + "/gpoold" + suffix + ".log";
   std::error_code ec;
   const uintmax_t offset = fs::exists(log, ec) ? fs::file_size(log, ec) : 0;
-  if (!gpoold_) {
-    gpoold_ = std::make_unique<Daemon>("gpoold",
-                                       std::vector<std::string>{kBin + "/src/controller/gpoold",
-                                                                "--config", dir_ + "/gpoold.toml"},
-                                       network_->controllerNamespace(), log, 077);
+  std::unique_ptr<Daemon>& handle =
+      i == 0 ? gpoold_ : more_controllers_[static_cast<size_t>(i - 1)];
+  if (!handle) {
+    handle = std::make_unique<Daemon>(
+        "gpoold" + suffix,
+        std::vector<std::string>{kBin + "/src/controller/gpoold", "--config",
+                                 dir_ + "/gpoold" + suffix + ".toml"},
+        network_->controllerNamespace(), log, 077);
   }
-  GPOOL_RETURN_IF_ERROR(gpoold_->start());
-  // Serving: the socket answers, and the TLS port is printed ("tls HOST:PORT").
+  GPOOL_RETURN_IF_ERROR(handle->start());
+  int& tls_port = tls_ports_[static_cast<size_t>(i)];
+  // Serving: the TLS port is printed ("tls HOST:PORT"), and the socket answers (a standby
+  // answers only 503: it says "standby" instead).
   bool ok = waitFor(
       [&] {
-        if (!gpoold_->running()) return true;
-        if (tls_port_ == 0) {
-          std::string text = readText(log);
-          size_t at = text.find("\ntls ", offset > 0 ? offset - 1 : 0);
-          if (at == std::string::npos && text.rfind("tls ", 0) == 0) at = 0;
+        if (!handle->running()) return true;
+        std::string text = readText(log);
+        text.erase(0, std::min<size_t>(offset, text.size()));
+        if (tls_port == 0) {
+          size_t at = text.find("\ntls ");
+          at = at == std::string::npos ? (text.rfind("tls ", 0) == 0 ? 0 : at) : at + 1;
           if (at == std::string::npos) return false;
-          size_t colon = text.find(':', at + 5);
-          size_t nl = text.find('\n', at + 5);
+          size_t colon = text.find(':', at + 4);
+          size_t nl = text.find('\n', at + 4);
           if (colon == std::string::npos || nl == std::string::npos || colon > nl) return false;
-          tls_port_ = std::atoi(text.substr(colon + 1, nl - colon - 1).c_str());
-          if (tls_port_ <= 0) return false;
+          tls_port = std::atoi(text.substr(colon + 1, nl - colon - 1).c_str());
+          if (tls_port <= 0) return false;
         }
-        admin_->close();
-        auto r = admin_->get("/v1/health");
+        if (pg_ &&
+            (text.find("\nstandby\n") != std::string::npos || text.rfind("standby\n", 0) == 0)) {
+          return true;
+        }
+        if (pg_ && text.find("\nready\n") == std::string::npos && text.rfind("ready\n", 0) != 0)
+          return false;
+        net::HttpClient health(net::ClientEndpoint::unixSocket(sockets_[static_cast<size_t>(i)]),
+                               std::chrono::seconds(10));
+        auto r = health.get("/v1/health");
         return r.ok() && r->status == 200;
       },
       std::chrono::seconds(60));
-  if (!gpoold_->running()) {
-    return Status::unavailable("gpoold exited at start; its log:\n" + gpoold_->logTail());
+  if (!handle->running()) {
+    return Status::unavailable(handle->name() + " exited at start; its log:\n" + handle->logTail());
   }
-  if (!ok)
-    return Status::deadlineExceeded("gpoold did not serve within 60 s:\n" + gpoold_->logTail());
+  if (!ok) {
+    return Status::deadlineExceeded(handle->name() + " did not serve within 60 s:\n" +
+                                    handle->logTail());
+  }
   // Later starts keep the port: the agents' command lines name it.
   return writeConfigs();
 }
@@ -636,17 +726,21 @@ Status Pool::restartAgent(int i) {
   return a.start();
 }
 
-uint64_t Pool::gpooldLogMark() {
+uint64_t Pool::gpooldLogMark(int which) {
   std::error_code ec;
-  uintmax_t size = fs::file_size(gpoold_->log(), ec);
+  uintmax_t size = fs::file_size(controller(which).log(), ec);
   return ec ? 0 : static_cast<uint64_t>(size);
 }
 
-std::optional<int64_t> Pool::helloAfter(const std::string& node, uint64_t mark) {
-  std::ifstream in(gpoold_->log());
+namespace {
+
+// When the first line of `log` after `mark` that contains `needle` was logged, from its own
+// timestamp; nullopt when there is none yet.
+std::optional<int64_t> loggedAfter(const std::string& log, uint64_t mark,
+                                   const std::string& needle) {
+  std::ifstream in(log);
   in.seekg(static_cast<std::streamoff>(mark));
   std::string line;
-  const std::string needle = "agent of node " + node + " said hello";
   while (std::getline(in, line)) {
     if (line.find(needle) == std::string::npos) continue;
     // "2026-12-02T16:05:03.123456Z info gpoold[4242]: ..."
@@ -660,6 +754,27 @@ std::optional<int64_t> Pool::helloAfter(const std::string& node, uint64_t mark) 
     return static_cast<int64_t>(::timegm(&tm)) * 1'000'000 + micros;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> Pool::helloAfter(const std::string& node, uint64_t mark, int which) {
+  return loggedAfter(controller(which).log(), mark, "agent of node " + node + " said hello");
+}
+
+std::optional<int64_t> Pool::ledAfter(int i, uint64_t mark) {
+  return loggedAfter(controller(i).log(), mark, "leading: took the controller lease");
+}
+
+int Pool::leader() {
+  for (int i = 0; i < std::max(1, options_.controllers); ++i) {
+    if (!controller(i).running()) continue;
+    net::HttpClient c(net::ClientEndpoint::unixSocket(sockets_[static_cast<size_t>(i)]),
+                      std::chrono::seconds(5));
+    auto r = c.get("/v1/health");
+    if (r.ok() && r->status == 200) return i;
+  }
+  return -1;
 }
 
 int Pool::gpooldLogLines(const std::string& text) {
@@ -722,8 +837,30 @@ Status Pool::waitNodesUp(std::chrono::milliseconds timeout) {
 
 Result<net::Response> Pool::request(net::Method method, const std::string& target,
                                     const std::string& body) {
+  if (sockets_.size() > 1) return requestLeader(method, target, body);
   Result<net::Response> r = admin_->request(method, target, body);
   if (!r.ok()) admin_->close();
+  return r;
+}
+
+Result<net::Response> Pool::requestLeader(net::Method method, const std::string& target,
+                                          const std::string& body) {
+  Result<net::Response> r = Status::unavailable("no controller");
+  for (size_t tried = 0; tried < sockets_.size(); ++tried) {
+    r = admin_->request(method, target, body);
+    // Another controller only when this one certainly did nothing: no connection, or it
+    // does not lead (a standby, or a deposed leader whose write was refused).
+    const bool refused = !r.ok() && r.status().message().rfind("cannot connect to", 0) == 0;
+    const bool not_leading =
+        r.ok() && r->status == 503 &&
+        (r->header("Gpool-Leader").has_value() || r->body.find("standby") != std::string::npos ||
+         r->body.find("not the leader") != std::string::npos);
+    if (!r.ok()) admin_->close();
+    if (!refused && !not_leading) return r;
+    admin_at_ = (admin_at_ + 1) % sockets_.size();
+    admin_ = std::make_unique<net::HttpClient>(net::ClientEndpoint::unixSocket(sockets_[admin_at_]),
+                                               std::chrono::seconds(10));
+  }
   return r;
 }
 
@@ -947,6 +1084,8 @@ std::vector<pid_t> Pool::leftoverProcesses() {
     const pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
     if (pid == ::getpid()) continue;
     bool daemon = gpoold_ && gpoold_->pid() == pid;
+    for (const auto& c : more_controllers_)
+      daemon = daemon || (c && c->pid() == pid);
     for (const auto& a : agents_)
       daemon = daemon || a->pid() == pid;
     if (daemon) continue;
@@ -961,6 +1100,9 @@ Pool::~Pool() {
   for (auto& a : agents_)
     if (a) (void)a->kill();
   if (gpoold_) (void)gpoold_->kill();
+  for (auto& c : more_controllers_)
+    if (c) (void)c->kill();
+  pg_.reset();  // before the namespace it runs in goes
   // Tasks and supervisors outlive their agents by design: end them by pid.
   for (int round = 0; round < 3; ++round) {
     std::vector<pid_t> left = leftoverProcesses();

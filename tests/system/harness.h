@@ -19,6 +19,10 @@
 #include "system/checker.h"
 #include "system/records.h"
 
+namespace gpool::store::testing {
+class PgServer;
+}
+
 // The system test harness: a whole pool on this machine, each host in its own network namespace,
 // with faults injected at any moment. docs/reliability.md explains it.
 //
@@ -29,6 +33,11 @@
 //   killed test process left behind is removed by the next one (names carry the owner's pid).
 //   Without root (no namespaces, no mounts, no second user) the same pool runs over loopback
 //   and says so; GPOOL_SYSTEM_LOOPBACK=1 asks for loopback as root too.
+//
+//   High availability (PoolOptions::controllers > 1): that many gpoold with [ha] in the
+//   controller's namespace, on a PostgreSQL server the pool starts there (over TCP on one
+//   loopback address per controller, so that one controller's way to the database can be cut
+//   while the other's is not; over its Unix socket without namespaces).
 //
 //   Faults: SIGKILL, SIGSTOP/SIGCONT and restart of any daemon; a partition between a host and
 //   the controller (nftables DROP in the host's namespace, or its link down without nft) and
@@ -83,6 +92,12 @@ class TestNetwork {
   Status heal(int host);
   // "nftables drop" or "link down" (nft missing).
   std::string partitionMethod() const;
+  // Drops every packet to and from the database server's port at `address` (a loopback
+  // address of the controller's namespace), or lets them through again: one controller cut
+  // from the database while its agents and clients still reach it. Needs namespaces and nft.
+  Status cutDatabase(const std::string& address);
+  Status healDatabase();
+  bool canCutDatabase() const { return isolated_ && have_nft_; }
   // "network namespaces (ip netns + veth)" or "loopback (...why...)".
   std::string describe() const { return description_; }
 
@@ -178,6 +193,10 @@ struct PoolOptions {
   // so that tens of thousands of task files go with one umount (the load scenario).
   uint64_t scratch_tmpfs_mib = 0;
   int tick_ms = 100;  // the tasks' tick
+  // > 1: high availability, this many gpoold with [ha] on one PostgreSQL server; the first
+  // leads at the start, the others stand by (docs/ha.md).
+  int controllers = 1;
+  std::string ha_lease = "2s";  // [ha] lease
 };
 
 // One job a scenario submits.
@@ -224,6 +243,22 @@ class Pool {
   bool root() const { return root_; }
 
   Daemon& gpoold() { return *gpoold_; }
+  // High availability: controller `i` (0 is gpoold()), its socket, and the database address
+  // it connects to ("" over the server's Unix socket).
+  int controllers() const { return options_.controllers; }
+  Daemon& controller(int i) {
+    return i == 0 ? *gpoold_ : *more_controllers_[static_cast<size_t>(i - 1)];
+  }
+  std::string controllerSocket(int i) const;
+  std::string databaseAddress(int i) const;
+  // The controller that leads now (answers GET /v1/health with 200), -1 when none does.
+  int leader();
+  // Starts controller `i` (again) with its configuration; waits until it leads ("ready") or
+  // stands by ("standby").
+  Status startController(int i);
+  // When controller `i` logged that it took the lease after `mark` (its log's size before):
+  // CLOCK_REALTIME microseconds from the log line's own timestamp.
+  std::optional<int64_t> ledAfter(int i, uint64_t mark);
   int agents() const { return static_cast<int>(agents_.size()); }
   Daemon& agent(int i) { return *agents_[static_cast<size_t>(i)]; }
   std::string node(int agent) const;
@@ -241,10 +276,10 @@ class Pool {
   // heard from since its agent last started.
   Status waitNodesUp(std::chrono::milliseconds timeout);
   // The size of gpoold's log now: a mark for helloAfter.
-  uint64_t gpooldLogMark();
-  // When gpoold logged the hello of `node`'s agent after `mark` (CLOCK_REALTIME microseconds,
-  // from the log line's own timestamp); nullopt when it has not yet.
-  std::optional<int64_t> helloAfter(const std::string& node, uint64_t mark);
+  uint64_t gpooldLogMark(int which = 0);
+  // When gpoold (controller `which`) logged the hello of `node`'s agent after `mark`
+  // (CLOCK_REALTIME microseconds, from the log line's own timestamp); nullopt when it has not.
+  std::optional<int64_t> helloAfter(const std::string& node, uint64_t mark, int which = 0);
   // Lines of gpoold's log (all its runs in this pool) that contain `text`.
   int gpooldLogLines(const std::string& text);
   // A node's state per GET /v1/nodes ("" when unknown).
@@ -289,6 +324,9 @@ class Pool {
  private:
   Pool() = default;
   Status writeConfigs();
+  // Over the socket of each controller in turn until one that leads answers.
+  Result<net::Response> requestLeader(net::Method method, const std::string& target,
+                                      const std::string& body);
 
   PoolOptions options_;
   bool root_ = false;
@@ -300,17 +338,21 @@ class Pool {
   std::string certs_ca_;
   std::string certs_cert_;
   std::string certs_key_;
-  int tls_port_ = 0;
+  std::vector<int> tls_ports_;        // per controller; 0 until its first start printed it
+  std::vector<std::string> sockets_;  // per controller
   std::string join_token_;
   std::string user_;
   std::unique_ptr<TestNetwork> network_;
   std::unique_ptr<TestDisk> store_disk_;
   std::unique_ptr<TestDisk> scratch_disk_;
   std::vector<std::unique_ptr<TestDisk>> agent_disks_;
+  std::unique_ptr<store::testing::PgServer> pg_;
   std::unique_ptr<Daemon> gpoold_;
+  std::vector<std::unique_ptr<Daemon>> more_controllers_;  // controllers 1.. (HA)
   std::vector<std::unique_ptr<Daemon>> agents_;
   std::vector<int64_t> agent_started_us_;  // when each agent was last started
   std::unique_ptr<net::HttpClient> admin_;
+  size_t admin_at_ = 0;  // the controller admin_ talks to
   int submit_runs_ = 0;
 };
 

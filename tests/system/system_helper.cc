@@ -10,7 +10,10 @@
 //   gpool-system-helper submit --socket S --plan FILE --out FILE [--clients C] [--interval-ms I]
 //     A client: submits every job of FILE (one JobSpec as JSON per line) over gpoold's Unix
 //     socket, from C threads, each waiting I ms between its submissions, and appends one line per
-//     submission to --out as it learns the outcome:
+//     submission to --out as it learns the outcome. S may list several controllers' sockets
+//     (S1,S2: high availability): a submission goes on to the next, or to the leader a standby
+//     names, only when the one asked certainly did nothing (connection refused, or 503 from a
+//     standby or a deposed leader), as `gpool` does, for up to 20 s. The outcomes:
 //       ack <tag> <id> <sent_us> <latency_us>
 //       refused <tag> <sent_us> <latency_us> <http status or "connect"> [retry-after=N] <message>
 //       unknown <tag> <sent_us> <latency_us> <message>
@@ -25,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -32,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -164,6 +169,63 @@ int runTask(int argc, char** argv) {
 
 // ---------------------------------------------------------------- submit
 
+// POST /v1/jobs to whichever of several controllers leads (docs/ha.md), or to the one.
+class LeaderClient {
+ public:
+  explicit LeaderClient(const std::string& sockets) {
+    size_t from = 0;
+    while (from <= sockets.size()) {
+      size_t comma = sockets.find(',', from);
+      if (comma == std::string::npos) comma = sockets.size();
+      if (comma > from) {
+        endpoints_.push_back(
+            gpool::net::ClientEndpoint::unixSocket(sockets.substr(from, comma - from)));
+      }
+      from = comma + 1;
+    }
+    for (const auto& e : endpoints_)
+      clients_.push_back(std::make_unique<gpool::net::HttpClient>(e, std::chrono::seconds(20)));
+  }
+
+  gpool::Result<gpool::net::Response> post(const std::string& body) {
+    auto r = once(body);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto pause = std::chrono::milliseconds(200);
+    for (size_t tried = 1; clients_.size() > 1; ++tried) {
+      const bool refused = !r.ok() && r.status().message().rfind("cannot connect to", 0) == 0;
+      std::string leader;
+      bool not_leading = false;
+      if (r.ok() && r->status == 503) {
+        leader = gpool::net::namedLeader(r->status, r->header("Gpool-Leader"), r->body);
+        not_leading = !leader.empty() || r->body.find("standby") != std::string::npos ||
+                      r->body.find("not the leader") != std::string::npos;
+      }
+      if ((!refused && !not_leading) || std::chrono::steady_clock::now() >= deadline) break;
+      size_t next = gpool::net::findEndpoint(endpoints_, leader);
+      if (next == std::string::npos || next == at_) next = (at_ + 1) % clients_.size();
+      if (tried % clients_.size() == 0) {
+        // A whole round without a leader: a takeover is under way.
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+      }
+      at_ = next;
+      r = once(body);
+    }
+    return r;
+  }
+
+ private:
+  gpool::Result<gpool::net::Response> once(const std::string& body) {
+    auto r = clients_[at_]->post("/v1/jobs", body);
+    if (!r.ok()) clients_[at_]->close();
+    return r;
+  }
+
+  std::vector<gpool::net::ClientEndpoint> endpoints_;
+  std::vector<std::unique_ptr<gpool::net::HttpClient>> clients_;
+  size_t at_ = 0;
+};
+
 int runSubmit(int argc, char** argv) {
   const std::string socket = argValue(argc, argv, "--socket", "");
   const std::string plan_path = argValue(argc, argv, "--plan", "");
@@ -191,13 +253,12 @@ int runSubmit(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
-      gpool::net::HttpClient client(gpool::net::ClientEndpoint::unixSocket(socket),
-                                    std::chrono::seconds(20));
+      LeaderClient client(socket);
       for (size_t i = next++; i < plan.size(); i = next++) {
         json spec = json::parse(plan[i], nullptr, false);
         const std::string tag = spec.is_object() ? spec.value("name", "?") : "?";
         const int64_t sent = nowUs();
-        auto r = client.post("/v1/jobs", plan[i]);
+        auto r = client.post(plan[i]);
         const int64_t latency = nowUs() - sent;
         std::string line;
         if (!r.ok()) {
@@ -208,7 +269,6 @@ int runSubmit(int argc, char** argv) {
           line = std::string(not_sent ? "refused " : "unknown ") + tag + " " +
                  std::to_string(sent) + " " + std::to_string(latency) +
                  (not_sent ? " connect " : " ") + msg;
-          client.close();
         } else if (r->status == 201) {
           json body = json::parse(r->body, nullptr, false);
           int64_t id = 0;
@@ -291,6 +351,7 @@ int runTable(int argc, char** argv) {
       {"time errs", "time_mismatch", -1},
       {"max time err s", "max_time_error_s", 3},
       {"recovery s", "recovery_s", 2},
+      {"takeover s", "takeover_s", 2},
       {"jobs/s", "jobs_per_s", 1},
       {"API p50 ms", "api_p50_ms", 1},
       {"API p99 ms", "api_p99_ms", 1},
