@@ -1215,6 +1215,87 @@ TEST_F(ContainerJobTest, AMissingImageFailsAtOnceNamingTheImage) {
   EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
 }
 
+// The node's image cache (issue 23): an image missing from Podman's store is loaded from the
+// archive in the agent's image directory on its first task, and later tasks find it in the
+// store and load nothing; an archive Podman cannot load fails the job at once with a reason
+// naming the image and the archive, as does a name the directory does not hold.
+class ImageCacheTest : public ContainerJobTest {
+ protected:
+  std::vector<std::string> agentFlags() const override {
+    std::vector<std::string> flags = ContainerJobTest::agentFlags();
+    flags.insert(flags.end(), {"--image-dir", dir_.file("images")});
+    return flags;
+  }
+};
+
+TEST_F(ImageCacheTest, AnImageIsLoadedOnceFromTheNodesDirectoryAndABadArchiveIsRefused) {
+  ASSERT_EQ(::mkdir(dir_.file("images").c_str(), 0755), 0);
+  // The test's own archive (no registry is reachable here): the busybox image saved as an OCI
+  // archive under a name of this test, which is then untagged so that the store lacks it.
+  const std::string name =
+      "gpool-cache-" + std::to_string(::getpid()) + "-" + std::to_string(tests_);
+  const std::string image = "localhost/" + name + ":1";
+  const std::string archive = dir_.file("images/" + name + "/1.tar");
+  ASSERT_EQ(::mkdir(dir_.file("images/" + name).c_str(), 0755), 0);
+  ASSERT_EQ(std::system(("podman tag " + std::string(kTestImage) + " " + image +
+                         " && podman save -q --format oci-archive -o '" + archive + "' " + image +
+                         " && podman rmi " + image + " >/dev/null")
+                            .c_str()),
+            0);
+  ASSERT_NE(std::system(("podman image exists " + image).c_str()), 0);
+  auto supervisorLog = [&](int64_t id) {
+    return slurp(dir_.file("state/tasks/" + std::to_string(id) + ".0/supervisor.log"));
+  };
+
+  api::JobSpec spec = containerSpec("cat /etc/gpool-image");
+  spec.image = image;
+  int64_t first = submitSpecAsUser(spec);
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(waitEnd(first), "COMPLETED") << job(first).dump() << supervisorLog(first);
+  EXPECT_EQ(slurp(job(first)["allocations"][0].value("stdout_log", "")), "gpool-test-image\n");
+  EXPECT_NE(supervisorLog(first).find("image " + image + " loaded from " + archive),
+            std::string::npos)
+      << supervisorLog(first);
+  EXPECT_EQ(std::system(("podman image exists " + image).c_str()), 0);
+  // The second task finds it in the store.
+  int64_t second = submitSpecAsUser(spec);
+  ASSERT_GT(second, 0);
+  ASSERT_EQ(waitEnd(second), "COMPLETED") << job(second).dump() << supervisorLog(second);
+  EXPECT_EQ(slurp(job(second)["allocations"][0].value("stdout_log", "")), "gpool-test-image\n");
+  EXPECT_EQ(supervisorLog(second).find("loaded from"), std::string::npos) << supervisorLog(second);
+  (void)!std::system(("podman rmi " + image + " >/dev/null 2>&1").c_str());
+
+  // Not an image archive: refused, naming the image and the file; nothing is left.
+  const std::string bad = "localhost/" + name + "-bad:1";
+  const std::string bad_archive = dir_.file("images/" + name + "-bad/1.tar");
+  ASSERT_EQ(::mkdir(dir_.file("images/" + name + "-bad").c_str(), 0755), 0);
+  {
+    std::ofstream out(bad_archive);
+    out << "not an image\n";
+  }
+  spec.image = bad;
+  int64_t refused = submitSpecAsUser(spec);
+  ASSERT_GT(refused, 0);
+  ASSERT_EQ(waitEnd(refused), "FAILED") << job(refused).dump();
+  const std::string reason = job(refused).value("reason", "");
+  EXPECT_NE(reason.find("image '" + bad + "': cannot load " + bad_archive), std::string::npos)
+      << reason;
+  EXPECT_NE(std::system(("podman image exists " + bad).c_str()), 0);
+  EXPECT_EQ(leftGroups(refused), std::vector<std::string>{});
+
+  // A name the directory does not hold (nor the store).
+  spec.image = "localhost/" + name + "-absent:1";
+  int64_t absent = submitSpecAsUser(spec);
+  ASSERT_GT(absent, 0);
+  ASSERT_EQ(waitEnd(absent), "FAILED") << job(absent).dump();
+  EXPECT_NE(job(absent)
+                .value("reason", "")
+                .find("the node's image directory has no " +
+                      dir_.file("images/" + name + "-absent/1.tar")),
+            std::string::npos)
+      << job(absent).dump();
+}
+
 TEST_F(ContainerJobTest, CancelAndTimeLimitLeaveNoContainerMountOrCgroup) {
   int64_t cancelled = submitSpecAsUser(containerSpec("echo up > up; exec sleep 1000"));
   api::JobSpec limited = containerSpec("exec sleep 1000");
