@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "agent/cgroup.h"
 #include "agent/sys_util.h"
@@ -290,26 +291,38 @@ std::string firstLine(const std::string& text) {
   return line;
 }
 
-// The longest a task's start waits for its image to load: the agent waits 30 s for a
-// supervisor's start (Launcher::Options::start_timeout), and Podman's own start follows.
+// The longest a task's start waits for its image (another task's load included): the agent
+// waits 30 s for a supervisor's start (Launcher::Options::start_timeout), and Podman's own
+// start follows.
 constexpr std::chrono::milliseconds kImageLoadTimeout{20'000};
 
-// Holds an exclusive lock on a file for its lifetime (none when it cannot be opened: then two
-// tasks may load the same archive at once, which costs time and nothing else).
+// An exclusive lock on a file, held for the object's lifetime once taken. Taken at once when
+// the file cannot be opened (then two tasks may load the same archive together, which costs
+// time and nothing else); not taken when another holder keeps it past `deadline`.
 class LoadLock {
  public:
-  explicit LoadLock(const char* path) : fd_(::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-    while (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  LoadLock(const char* path, std::chrono::steady_clock::time_point deadline)
+      : fd_(::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    // flock has no timeout: poll it (a load takes seconds; 50 ms more is nothing).
+    for (;;) {
+      if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) == 0) break;
+      if (errno == EINTR) continue;
+      if (errno != EWOULDBLOCK) break;  // no locking on this file system: load unlocked
+      if (std::chrono::steady_clock::now() > deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    held_ = true;
   }
   ~LoadLock() {
     if (fd_ >= 0) ::close(fd_);
   }
   LoadLock(const LoadLock&) = delete;
   LoadLock& operator=(const LoadLock&) = delete;
+  bool held() const { return held_; }
 
  private:
   int fd_;
+  bool held_ = false;
 };
 
 }  // namespace
@@ -330,23 +343,30 @@ Result<std::string> ensureImage(const SupervisorOptions& options, const std::str
     return Status::failedPrecondition(
         "image '" + image + "' is not on this node" +
         (archive.empty() ? std::string() : " and the node's image directory has no " + archive) +
-        " (put its archive there or import it with `podman load`; see docs/containers.md)");
+        (options.image_dir.empty() ? " (load it with `podman load` or pull it"
+                                   : " (put its archive there, or load it with `podman load`") +
+        "; see docs/containers.md)");
   }
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + kImageLoadTimeout;
+  const std::string too_long = "image '" + image + "': loading " + archive +
+                               " would take longer than " +
+                               std::to_string(kImageLoadTimeout.count() / 1000) +
+                               " s, the most a task's start may wait; load it on the node "
+                               "beforehand (podman load)";
   // One load at a time per machine (Podman's store is the machine's, whichever agent asks):
   // a task that waited here finds the image its neighbour loaded.
-  LoadLock lock("/run/lock/gpool-image-load.lock");
+  LoadLock lock("/run/lock/gpool-image-load.lock", deadline);
+  if (!lock.held()) return Status::failedPrecondition(too_long + " (another load held the node)");
   GPOOL_ASSIGN_OR_RETURN(present, imageExists(options, image));
   if (present) return std::string();
-  const auto start = std::chrono::steady_clock::now();
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return Status::failedPrecondition(too_long);
   std::string out;
   Result<int> loaded_rc = runQuiet({options.podman, "load", "--quiet", "--input", archive}, &out,
-                                   /*with_stdout=*/true, kImageLoadTimeout);
-  if (!loaded_rc.ok()) {
-    return Status::failedPrecondition(
-        "image '" + image + "': loading " + archive + " took longer than " +
-        std::to_string(kImageLoadTimeout.count() / 1000) +
-        " s, the most a task's start may wait; load it on the node beforehand (podman load)");
-  }
+                                   /*with_stdout=*/true, left);
+  if (!loaded_rc.ok()) return Status::failedPrecondition(too_long);
   int rc = *loaded_rc;
   if (rc != 0) {
     return Status::failedPrecondition("image '" + image + "': cannot load " + archive +
