@@ -205,30 +205,38 @@ int main(int argc, char** argv) {
                 bare.p50_ms > 0 ? ctr.p50_ms / bare.p50_ms : 0.0,
                 ctr.p50_ms < 1000.0 ? "met" : "MISSED");
 
-    // The node's image cache: the image under a name of its own, saved as an OCI archive in
-    // the image directory and removed from the store; each round starts a task that loads it
-    // (first use on the node), then one that finds it cached.
+    // The node's image cache: a busybox image of its own (a marker file makes its one layer
+    // unlike the test image's, so that removing it from the store removes the layer too),
+    // saved as an OCI archive in the image directory and removed from the store; each round
+    // starts a task that loads it (first use on the node: podman load unpacks the layer), then
+    // one that finds it cached.
     const std::string cached = "localhost/gpool-bench-cache-" + std::to_string(::getpid()) + ":1";
     const std::string images = dir + "/images";
     ::mkdir(images.c_str(), 0755);
     const std::string archive =
         images + "/gpool-bench-cache-" + std::to_string(::getpid()) + "/1.tar";
     ::mkdir(archive.substr(0, archive.rfind('/')).c_str(), 0755);
-    const std::string untag = "podman rmi " + cached + " >/dev/null 2>&1";
-    if (std::system(("podman tag " + image + " " + cached + " && podman save -q --format " +
-                     "oci-archive -o '" + archive + "' " + cached + " && " + untag)
-                        .c_str()) != 0) {
-      std::printf("image cache: skipped (cannot save %s)\n", archive.c_str());
+    const std::string remove = "podman rmi " + cached + " >/dev/null 2>&1";
+    const std::string root = dir + "/cache-rootfs";
+    const std::string build =
+        "set -e; mkdir -p '" + root + "/bin' '" + root + "/etc' '" + root + "/tmp'; cp \"$(" +
+        "command -v busybox)\" '" + root + "/bin/busybox'; ln -s busybox '" + root +
+        "/bin/sh'; echo " + cached + " > '" + root + "/etc/gpool-image'; tar -C '" + root +
+        "' -cf '" + dir + "/cache-rootfs.tar' .; podman import -q '" + dir + "/cache-rootfs.tar' " +
+        cached + " >/dev/null; podman save -q --format oci-archive -o '" + archive + "' " + cached +
+        "; " + remove;
+    if (std::system(build.c_str()) != 0) {
+      std::printf("image cache: skipped (cannot build %s)\n", archive.c_str());
     } else {
       o.supervisor.image_dir = images;
       Launcher cache(o);
       std::vector<double> first, second;
       for (int i = 0; i < nc; ++i) {
-        (void)!std::system(untag.c_str());
+        (void)!std::system(remove.c_str());
         first.push_back(runLauncher(cache, program, dir, 1, "load", cached)[0]);
         second.push_back(runLauncher(cache, program, dir, 1, "cached", cached)[0]);
       }
-      (void)!std::system(untag.c_str());
+      (void)!std::system(remove.c_str());
       struct stat st {};
       ::stat(archive.c_str(), &st);
       Stats loaded = summarise(first), hit = summarise(second);
