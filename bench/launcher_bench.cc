@@ -3,7 +3,9 @@
 // baseline of plain fork+exec of the same program in the same run. Target: p50 < 20 ms without
 // containers. Then a job with an image (docs/containers.md) against a bare task of the same
 // program (busybox sh writing the byte) in the same run; target: p50 < 1 s with the image
-// cached. Needs root (cgroups, user switch, Podman); the task runs as "nobody".
+// cached. Then the node's image cache: a task's first start, which loads its image from the
+// node's image directory, against the next start of the same image (cached), in the same run.
+// Needs root (cgroups, user switch, Podman); the task runs as "nobody".
 //   launcher_bench [iterations=200] [container iterations=20]
 #include <fcntl.h>
 #include <poll.h>
@@ -202,6 +204,49 @@ int main(int argc, char** argv) {
     std::printf("container p50 / bare task p50: %.1fx; target: container p50 < 1 s: %s\n",
                 bare.p50_ms > 0 ? ctr.p50_ms / bare.p50_ms : 0.0,
                 ctr.p50_ms < 1000.0 ? "met" : "MISSED");
+
+    // The node's image cache: a busybox image of its own (a marker file makes its one layer
+    // unlike the test image's, so that removing it from the store removes the layer too),
+    // saved as an OCI archive in the image directory and removed from the store; each round
+    // starts a task that loads it (first use on the node: podman load unpacks the layer), then
+    // one that finds it cached.
+    const std::string cached = "localhost/gpool-bench-cache-" + std::to_string(::getpid()) + ":1";
+    const std::string images = dir + "/images";
+    ::mkdir(images.c_str(), 0755);
+    const std::string archive =
+        images + "/gpool-bench-cache-" + std::to_string(::getpid()) + "/1.tar";
+    ::mkdir(archive.substr(0, archive.rfind('/')).c_str(), 0755);
+    const std::string remove = "podman rmi " + cached + " >/dev/null 2>&1";
+    const std::string root = dir + "/cache-rootfs";
+    const std::string build =
+        "set -e; mkdir -p '" + root + "/bin' '" + root + "/etc' '" + root + "/tmp'; cp \"$(" +
+        "command -v busybox)\" '" + root + "/bin/busybox'; ln -s busybox '" + root +
+        "/bin/sh'; echo " + cached + " > '" + root + "/etc/gpool-image'; tar -C '" + root +
+        "' -cf '" + dir + "/cache-rootfs.tar' .; podman import -q '" + dir + "/cache-rootfs.tar' " +
+        cached + " >/dev/null; podman save -q --format oci-archive -o '" + archive + "' " + cached +
+        "; " + remove;
+    if (std::system(build.c_str()) != 0) {
+      std::printf("image cache: skipped (cannot build %s)\n", archive.c_str());
+    } else {
+      o.supervisor.image_dir = images;
+      Launcher cache(o);
+      std::vector<double> first, second;
+      for (int i = 0; i < nc; ++i) {
+        (void)!std::system(remove.c_str());
+        first.push_back(runLauncher(cache, program, dir, 1, "load", cached)[0]);
+        second.push_back(runLauncher(cache, program, dir, 1, "cached", cached)[0]);
+      }
+      (void)!std::system(remove.c_str());
+      struct stat st {};
+      ::stat(archive.c_str(), &st);
+      Stats loaded = summarise(first), hit = summarise(second);
+      std::printf("image cache: a %lld KiB OCI archive\n",
+                  static_cast<long long>(st.st_size / 1024));
+      print("first start on the node (loads)", loaded, base);
+      print("second start (cached)", hit, base);
+      std::printf("first start p50 / second start p50: %.1fx\n",
+                  hit.p50_ms > 0 ? loaded.p50_ms / hit.p50_ms : 0.0);
+    }
   }
   for (const auto& [c, mount] :
        layout.ok() ? layout->v1_mounts : std::map<std::string, std::string>{}) {

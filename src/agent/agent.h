@@ -99,7 +99,9 @@ struct AgentOptions {
 // on the next tick; nothing throws.
 //
 // Thread-safety: none. One owner thread calls every method. `handle` blocks while a task
-// starts (the launcher waits for the task to run, a few milliseconds).
+// starts (the launcher waits for the task to run: milliseconds for a bare task, a few hundred
+// for a container, up to 20 s more when its image is first loaded from the node's image
+// directory, docs/containers.md).
 class Agent {
  public:
   // `backend`, `launcher` and `clock` must outlive the agent.

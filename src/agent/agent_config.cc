@@ -72,6 +72,10 @@ Result<AgentSettings> readAgentSettings(const std::string& path) {
            "must be \"auto\", \"runc\" or \"crun\", not '" + s.container_runtime + "'");
   }
   s.gpu_device_dir = a.getString("gpu_device_dir", s.gpu_device_dir);
+  s.image_dir = a.getString("image_dir", s.image_dir);
+  if (!s.image_dir.empty() && s.image_dir.front() != '/') {
+    a.fail("image_dir", "must be an absolute path");
+  }
   std::string mode = a.getString("project_dir_mode", "2770");
   char* end = nullptr;
   unsigned long parsed = std::strtoul(mode.c_str(), &end, 8);

@@ -51,6 +51,9 @@ struct AgentSettings {
   std::string podman = "/usr/bin/podman";
   std::string container_runtime = "auto";
   std::string gpu_device_dir = "/dev";
+  // The node's image directory: archives of images loaded into Podman on a task's first use
+  // ("" for none; docs/containers.md, "The node's image cache").
+  std::string image_dir;
   // Mode of the group project directories the supervisors create ("2770": setgid, group rwx).
   uint32_t project_dir_mode = 02770;
 };

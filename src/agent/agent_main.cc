@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   std::string podman = "/usr/bin/podman";
   std::string container_runtime = "auto";
   std::string gpu_device_dir = "/dev";
+  std::string image_dir;
   mode_t project_dir_mode = 02770;  // agent.project_dir_mode only
   std::string cpus;
   std::string ram;
@@ -114,6 +115,8 @@ int main(int argc, char** argv) {
                  "crun refuses; else crun), runc or crun");
   app.add_option("--gpu-device-dir", gpu_device_dir,
                  "where the GPUs' device nodes (nvidia<minor>, nvidiactl) are, for containers");
+  app.add_option("--image-dir", image_dir,
+                 "directory of image archives (<name>/<tag>.tar) loaded into Podman on first use");
   app.add_option("--cpus", cpus,
                  "CPUs this node offers to jobs, e.g. 60 or 59.5 (default: the online CPUs; "
                  "keep some for the system, or set a simulated server's)");
@@ -154,6 +157,7 @@ int main(int argc, char** argv) {
     fill("--podman", &podman, file->podman);
     fill("--container-runtime", &container_runtime, file->container_runtime);
     fill("--gpu-device-dir", &gpu_device_dir, file->gpu_device_dir);
+    fill("--image-dir", &image_dir, file->image_dir);
     project_dir_mode = file->project_dir_mode;
     if (app.count("--cpus") == 0 && file->cpu_millis != 0) cpus = formatCpuMillis(file->cpu_millis);
     if (app.count("--ram") == 0 && file->ram_mib != 0) ram = formatMemoryMiB(file->ram_mib);
@@ -191,6 +195,7 @@ int main(int argc, char** argv) {
   launcher_options.supervisor.allow_root = allow_root_tasks;
   launcher_options.supervisor.podman = podman;
   launcher_options.supervisor.gpu_device_dir = gpu_device_dir;
+  launcher_options.supervisor.image_dir = image_dir;
   launcher_options.supervisor.project_dir_mode = project_dir_mode;
   // Chosen once: a containerised task then names the runtime that works here (docs/containers.md).
   if (Result<std::string> runtime = agent::chooseContainerRuntime(container_runtime);

@@ -1,7 +1,9 @@
 #include "agent/container.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,9 +11,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "agent/cgroup.h"
 #include "agent/sys_util.h"
@@ -19,10 +24,13 @@
 namespace gpool::agent {
 namespace {
 
-// Runs `argv` with podman's environment, stdin and stdout on /dev/null, stderr into `err`
-// (first 4 KiB). Returns the exit status (128+signal when killed), or an error when it could
-// not be started.
-Result<int> runQuiet(const std::vector<std::string>& argv, std::string* err) {
+// Runs `argv` with podman's environment, stdin on /dev/null, stdout on /dev/null (into `err`
+// too with `with_stdout`), stderr into `err` (first 4 KiB). Returns the exit status (128+signal
+// when killed), or an error when it could not be started. With a `timeout`, a command still
+// running then is killed (DeadlineExceeded).
+Result<int> runQuiet(const std::vector<std::string>& argv, std::string* err,
+                     bool with_stdout = false,
+                     std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) {
   std::vector<char*> cargv;
   std::vector<std::string> args = argv;
   for (std::string& a : args)
@@ -38,7 +46,11 @@ Result<int> runQuiet(const std::vector<std::string>& argv, std::string* err) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  if (with_stdout) {
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  }
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
   pid_t pid = -1;
   int rc = ::posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), envp.data());
@@ -49,7 +61,21 @@ Result<int> runQuiet(const std::vector<std::string>& argv, std::string* err) {
     return errnoStatus("cannot run", argv[0], rc);
   }
   char buf[1024];
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
   for (;;) {
+    if (timeout.count() > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{pipe_fds[0], POLLIN, 0};
+      int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        timed_out = true;
+        ::kill(pid, SIGKILL);
+        break;
+      }
+    }
     ssize_t n = ::read(pipe_fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -58,6 +84,10 @@ Result<int> runQuiet(const std::vector<std::string>& argv, std::string* err) {
   ::close(pipe_fds[0]);
   int ws = 0;
   while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return Status::deadlineExceeded(argv[0] + " " + argv[1] + " ran longer than " +
+                                    std::to_string(timeout.count()) + " ms");
   }
   return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
 }
@@ -216,27 +246,152 @@ Result<std::vector<std::string>> podmanRunCommand(const TaskLaunch& launch, cons
   return a;
 }
 
-Status checkImagePresent(const SupervisorOptions& options, const std::string& image) {
+std::string imageArchivePath(const std::string& image_dir, const std::string& image) {
+  if (image_dir.empty()) return "";
+  std::string name = image.rfind("localhost/", 0) == 0 ? image.substr(10) : image;
+  std::string tag = "latest";
+  if (const size_t colon = name.find(':'); colon != std::string::npos) {
+    tag = name.substr(colon + 1);
+    name.resize(colon);
+  }
+  // Letters, digits, '.', '_' and '-', not starting with '.': no '/', so the name cannot leave
+  // the directory, and no second ':'.
+  auto plain = [](const std::string& part) {
+    if (part.empty() || part.size() > 128 || part.front() == '.') return false;
+    for (char c : part) {
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '.' || c == '_' || c == '-')) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!plain(name) || !plain(tag)) return "";
+  return image_dir + "/" + name + "/" + tag + ".tar";
+}
+
+namespace {
+
+// podman image exists: true/false, or an error when Podman itself failed.
+Result<bool> imageExists(const SupervisorOptions& options, const std::string& image) {
+  std::string err;
+  GPOOL_ASSIGN_OR_RETURN(int rc, runQuiet({options.podman, "image", "exists", image}, &err));
+  if (rc == 0) return true;
+  if (rc == 1) return false;
+  return Status::failedPrecondition("image '" + image + "': podman image exists failed (" +
+                                    std::to_string(rc) + "): " + trimmed(err));
+}
+
+// The first line of Podman's message, for a job's reason (a failed load lists every format it
+// tried, one per line).
+std::string firstLine(const std::string& text) {
+  std::string line = trimmed(text.substr(0, text.find('\n')));
+  if (line.rfind("Error: ", 0) == 0) line = line.substr(7);
+  if (!line.empty() && line.back() == ':') line.pop_back();
+  return line;
+}
+
+// The longest a task's start waits for its image (another task's load included): the agent
+// waits 30 s for a supervisor's start (Launcher::Options::start_timeout), and Podman's own
+// start follows.
+constexpr std::chrono::milliseconds kImageLoadTimeout{20'000};
+
+// An exclusive lock on a file, held for the object's lifetime once taken. Taken at once when
+// the file cannot be opened (then two tasks may load the same archive together, which costs
+// time and nothing else); not taken when another holder keeps it past `deadline`.
+class LoadLock {
+ public:
+  LoadLock(const char* path, std::chrono::steady_clock::time_point deadline)
+      : fd_(::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    // flock has no timeout: poll it (a load takes seconds; 50 ms more is nothing).
+    for (;;) {
+      if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) == 0) break;
+      if (errno == EINTR) continue;
+      if (errno != EWOULDBLOCK) break;  // no locking on this file system: load unlocked
+      if (std::chrono::steady_clock::now() > deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    held_ = true;
+  }
+  ~LoadLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  LoadLock(const LoadLock&) = delete;
+  LoadLock& operator=(const LoadLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  int fd_;
+  bool held_ = false;
+};
+
+}  // namespace
+
+Result<std::string> ensureImage(const SupervisorOptions& options, const std::string& image) {
   if (!image.empty() && image.front() == '/') {
     struct stat st;
     if (::stat(image.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       return Status::failedPrecondition("image '" + image +
                                         "': no such root filesystem directory on this node");
     }
-    return Status::ok();
+    return std::string();
   }
-  std::string err;
-  GPOOL_ASSIGN_OR_RETURN(int rc, runQuiet({options.podman, "image", "exists", image}, &err));
-  if (rc == 1) {
-    return Status::failedPrecondition("image '" + image +
-                                      "' is not on this node (import it with `podman import` "
-                                      "or pull it; see docs/containers.md)");
+  GPOOL_ASSIGN_OR_RETURN(bool present, imageExists(options, image));
+  if (present) return std::string();  // cached: nothing to load
+  const std::string archive = imageArchivePath(options.image_dir, image);
+  if (archive.empty() || !exists(archive)) {
+    return Status::failedPrecondition(
+        "image '" + image + "' is not on this node" +
+        (archive.empty() ? std::string() : " and the node's image directory has no " + archive) +
+        (options.image_dir.empty() ? " (load it with `podman load` or pull it"
+                                   : " (put its archive there, or load it with `podman load`") +
+        "; see docs/containers.md)");
   }
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + kImageLoadTimeout;
+  const std::string too_long = "image '" + image + "': loading " + archive +
+                               " would take longer than " +
+                               std::to_string(kImageLoadTimeout.count() / 1000) +
+                               " s, the most a task's start may wait; load it on the node "
+                               "beforehand (podman load)";
+  // One load at a time per machine (Podman's store is the machine's, whichever agent asks):
+  // a task that waited here finds the image its neighbour loaded.
+  LoadLock lock("/run/lock/gpool-image-load.lock", deadline);
+  if (!lock.held()) return Status::failedPrecondition(too_long + " (another load held the node)");
+  GPOOL_ASSIGN_OR_RETURN(present, imageExists(options, image));
+  if (present) return std::string();
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return Status::failedPrecondition(too_long);
+  std::string out;
+  Result<int> loaded_rc = runQuiet({options.podman, "load", "--quiet", "--input", archive}, &out,
+                                   /*with_stdout=*/true, left);
+  if (!loaded_rc.ok()) return Status::failedPrecondition(too_long);
+  int rc = *loaded_rc;
   if (rc != 0) {
-    return Status::failedPrecondition("image '" + image + "': podman image exists failed (" +
-                                      std::to_string(rc) + "): " + trimmed(err));
+    return Status::failedPrecondition("image '" + image + "': cannot load " + archive +
+                                      " (not an OCI or Docker image archive?): " + firstLine(out));
   }
-  return Status::ok();
+  // "Loaded image: <ref>" (or "Loaded image(s): <ref>, ..."): the archive's own name, which
+  // need not be the one asked for; the image is tagged with the name the job gave.
+  const size_t colon = out.find("Loaded image");
+  const size_t from = colon == std::string::npos ? colon : out.find(": ", colon);
+  if (from == std::string::npos) {
+    return Status::failedPrecondition("image '" + image + "': podman load of " + archive +
+                                      " named no image: " + firstLine(out));
+  }
+  std::string loaded = firstLine(out.substr(from + 2));
+  loaded = loaded.substr(0, loaded.find(','));
+  std::string err;
+  GPOOL_ASSIGN_OR_RETURN(rc, runQuiet({options.podman, "tag", loaded, image}, &err));
+  if (rc != 0) {
+    return Status::failedPrecondition("image '" + image + "': cannot tag " + loaded +
+                                      " loaded from " + archive + ": " + firstLine(err));
+  }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  return "image " + image + " loaded from " + archive + " in " + std::to_string(ms) + " ms";
 }
 
 Status checkUserReaches(const UnixUser& user, const std::vector<std::string>& paths) {

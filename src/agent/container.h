@@ -50,9 +50,26 @@ Result<std::vector<std::string>> podmanRunCommand(const TaskLaunch& launch, cons
 // Podman at the user's containers.conf).
 std::vector<std::string> podmanEnvironment();
 
-// FailedPrecondition naming the image when it is not on this node (a name Podman does not
-// know, or a root filesystem directory that does not exist). Runs `podman image exists`.
-Status checkImagePresent(const SupervisorOptions& options, const std::string& image);
+// Makes sure `image` is in this node's Podman store, loading it on first use from the node's
+// image directory (docs/containers.md, "The node's image cache"): when Podman does not know
+// the name and `options.image_dir` holds its archive (imageArchivePath), `podman load` reads
+// it and the image is tagged with the name the job gave; later tasks find it in the store
+// and load nothing. Loads are serialised per machine (a file lock), so tasks starting together
+// load an archive once. Returns what was done: "" when nothing was loaded (a cached image or a
+// root filesystem directory), else a line for the supervisor's log ("image X loaded from F in
+// N ms"). FailedPrecondition naming the image when it is neither in the store nor in the
+// directory, or a root filesystem directory does not exist; naming the image and the archive
+// when Podman cannot load it (not an OCI or Docker archive) or tag it, or the load takes more
+// than 20 s (the agent waits 30 s for a task's start). Blocks while Podman runs.
+Result<std::string> ensureImage(const SupervisorOptions& options, const std::string& image);
+
+// The archive `image` is loaded from: "<image_dir>/<name>/<tag>.tar", where <name> is the
+// image's name without a leading "localhost/" and <tag> its tag ("latest" when it has none),
+// e.g. "<image_dir>/pytorch/24.05.tar" for localhost/pytorch:24.05 (Podman refuses ':' in an
+// archive's file name). "" when `image_dir` is empty or the name or tag holds anything but
+// letters, digits, '.', '_' and '-' or starts with '.' (a registry path, or a name that would
+// leave the directory).
+std::string imageArchivePath(const std::string& image_dir, const std::string& image);
 
 // PermissionDenied naming the first of `paths` that `user` cannot reach (the bind mounts and
 // working directory: Podman mounts them as root, so the user's own access is checked first,

@@ -4,11 +4,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -304,6 +306,32 @@ Status ShellServer::startContainerExec(int conn, const json& reply, const json& 
     if (conn > 3) ::close_range(3, static_cast<unsigned>(conn) - 1, 0);
     ::close_range(static_cast<unsigned>(conn) + 1, ~0U, 0);
     if (!writeAll(conn, accepted) || exec < 0) ::_exit(1);
+    // Until podman exec ends, each "winch" line from the client (its terminal was resized) is
+    // passed on as SIGWINCH: podman then reads the new size from the terminal it was given and
+    // resizes the container's. Podman is not in the terminal's foreground process group, so the
+    // kernel's own SIGWINCH never reaches it. Without a pidfd (kernels before 5.3) the size
+    // stays the one at the start.
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, exec, 0));
+    bool client_open = true;
+    while (pidfd >= 0) {
+      pollfd p[2] = {{pidfd, POLLIN, 0}, {client_open ? conn : -1, POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (p[0].revents != 0) break;
+      if (p[1].revents == 0) continue;
+      char buf[64];
+      ssize_t got = ::recv(conn, buf, sizeof(buf), MSG_DONTWAIT);
+      if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (got <= 0) {
+        client_open = false;  // the client left; the command runs on to its end
+        continue;
+      }
+      for (ssize_t i = 0; i < got; ++i) {
+        if (buf[i] == '\n') ::kill(exec, SIGWINCH);
+      }
+    }
     int ws = 0;
     while (::waitpid(exec, &ws, 0) < 0 && errno == EINTR) {
     }
@@ -348,6 +376,16 @@ Result<int> connectShellSocket(const std::string& socket_path) {
     return s;
   }
   return fd;
+}
+
+// The connection of the running requestContainerExec, for forwardWinch.
+volatile sig_atomic_t winch_fd = -1;
+
+void forwardWinch(int) {
+  const int saved = errno;
+  const int fd = winch_fd;
+  if (fd >= 0) (void)!::send(fd, "winch\n", 6, MSG_NOSIGNAL | MSG_DONTWAIT);
+  errno = saved;
 }
 
 }  // namespace
@@ -402,6 +440,17 @@ Result<int> requestContainerExec(const std::string& socket_path, const std::stri
     if (!reply.is_object()) return Status::internal("the agent's answer is not JSON: " + line);
     return Status(codeFromName(reply.value("code", "internal")), reply.value("message", ""));
   }
+  // While the command runs, a resize of this terminal (SIGWINCH, which reaches this process and
+  // not the agent's podman exec) is passed on as a "winch" line.
+  struct sigaction old_winch {};
+  if (tty) {
+    winch_fd = fd;
+    struct sigaction on_winch {};
+    on_winch.sa_handler = forwardWinch;
+    on_winch.sa_flags = SA_RESTART;
+    ::sigemptyset(&on_winch.sa_mask);
+    ::sigaction(SIGWINCH, &on_winch, &old_winch);
+  }
   // The command runs as long as it likes: wait for its end without a deadline.
   std::string end;
   char buf[256];
@@ -411,6 +460,10 @@ Result<int> requestContainerExec(const std::string& socket_path, const std::stri
     if (n <= 0) break;
     end.append(buf, static_cast<size_t>(n));
     if (end.find('\n') != std::string::npos || end.size() > kMaxRequest) break;
+  }
+  if (tty) {
+    ::sigaction(SIGWINCH, &old_winch, nullptr);
+    winch_fd = -1;
   }
   ::close(fd);
   json done = json::parse(end.substr(0, end.find('\n')), nullptr, false);

@@ -32,8 +32,10 @@ namespace gpool::agent {
 // "tty": bool}` sent together with the client's stdin, stdout and stderr (SCM_RIGHTS): the
 // agent runs `podman exec` as the task's user in the task's container on those descriptors
 // (a process of its own, so the server is not held), answers `{"ok": true, "container":
-// "<name>"}` at once and `{"exit_code": N}` when the command ends. Only the task's owner or
-// root, as for a bare task.
+// "<name>"}` at once and `{"exit_code": N}` when the command ends. Until then the client may
+// send a line `winch` whenever its terminal was resized: the agent passes SIGWINCH on to podman
+// exec, which reads the new size from the terminal and resizes the container's. Only the
+// task's owner or root, as for a bare task.
 //
 // Thread-safety: start/stop from one thread; connections are served one at a time on the
 // server's own thread (each is a few file reads and a cgroup write).
@@ -76,8 +78,10 @@ Result<nlohmann::json> requestShellAdoption(const std::string& socket_path,
 
 // The client side for a container task: runs `command` in `task`'s container through the agent
 // at `socket_path`, on this process's stdin, stdout and stderr (`tty`: with a terminal), and
-// returns the command's exit code once it ends. Errors as requestShellAdoption's, and
-// FailedPrecondition when the task is not in a container.
+// returns the command's exit code once it ends. With `tty`, the call installs a SIGWINCH
+// handler while the command runs (restoring the caller's afterwards) that tells the agent of
+// each resize of the terminal. Errors as requestShellAdoption's, and FailedPrecondition when
+// the task is not in a container.
 Result<int> requestContainerExec(const std::string& socket_path, const std::string& task,
                                  const std::vector<std::string>& command, bool tty);
 

@@ -240,7 +240,8 @@ Status Supervisor::setUp() {
           "this node cannot run containers: the agent found no OCI runtime (runc or crun) at "
           "start");
     }
-    GPOOL_RETURN_IF_ERROR(checkImagePresent(options_, launch_.container->image));
+    GPOOL_ASSIGN_OR_RETURN(std::string loaded, ensureImage(options_, launch_.container->image));
+    if (!loaded.empty()) log("task " + launch_.taskName() + ": " + loaded);
   }
   return Status::ok();
 }
@@ -634,6 +635,7 @@ std::string toJson(const SupervisorOptions& o) {
             {"podman", o.podman},
             {"container_runtime", o.container_runtime},
             {"gpu_device_dir", o.gpu_device_dir},
+            {"image_dir", o.image_dir},
             {"project_dir_mode", o.project_dir_mode}};
   return j.dump(2);
 }
@@ -658,6 +660,7 @@ Result<SupervisorOptions> supervisorOptionsFromJson(std::string_view text) {
     o.podman = j.value("podman", o.podman);
     o.container_runtime = j.value("container_runtime", o.container_runtime);
     o.gpu_device_dir = j.value("gpu_device_dir", o.gpu_device_dir);
+    o.image_dir = j.value("image_dir", o.image_dir);
     o.project_dir_mode = j.value("project_dir_mode", o.project_dir_mode);
     return o;
   } catch (const json::exception& e) {

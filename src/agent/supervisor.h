@@ -40,6 +40,8 @@ struct SupervisorOptions {
   std::string podman = "/usr/bin/podman";
   std::string container_runtime = "runc";
   std::string gpu_device_dir = "/dev";
+  // Where image archives are loaded from on first use ("" for nowhere): see ensureImage.
+  std::string image_dir;
   // The mode of a group project directory the supervisor creates (setgid: files in it belong
   // to the group).
   mode_t project_dir_mode = 02770;

@@ -119,6 +119,21 @@ TEST(AgentConfigTest, ControllerTakesAListOfHostPorts) {
       << refused.status().message();
 }
 
+TEST(AgentConfigTest, ImageDirIsReadAndMustBeAbsolute) {
+  testing::TempDir dir;
+  Result<AgentSettings> s =
+      readAgentSettings(write(dir, "good.toml", "[agent]\nimage_dir = \"/srv/gpool/images\"\n"));
+  ASSERT_TRUE(s.ok()) << s.status().toString();
+  EXPECT_EQ(s->image_dir, "/srv/gpool/images");
+  const std::string bad = write(dir, "bad.toml", "[agent]\nimage_dir = \"images\"\n");
+  Result<AgentSettings> refused = readAgentSettings(bad);
+  ASSERT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find(bad + ":2: key 'agent.image_dir': must be an "
+                                                  "absolute path"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 TEST(AgentConfigTest, TheShippedExampleIsValid) {
   Result<AgentSettings> s =
       readAgentSettings(std::string(GPOOL_SOURCE_DIR) + "/deploy/config/gpool-agent.toml");

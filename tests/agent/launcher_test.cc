@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "agent/container.h"
 #include "agent/lease_file.h"
 #include "agent_test_util.h"
 
@@ -672,6 +673,21 @@ TEST_F(LauncherTest, PamAdoptHookAdmitsOnlyUsersWithARunningTask) {
   ASSERT_EQ(::waitpid(other, &ws, 0), other);
   ::kill(session, SIGKILL);  // normally already ended with the task's cgroup
   ASSERT_EQ(::waitpid(session, &ws, 0), session);
+}
+
+// The archive of an image in the node's image directory (docs/containers.md): plain names
+// only, so that no name reaches a file outside the directory.
+TEST(ImageArchivePathTest, PlainNamesMapIntoTheDirectoryAndNothingElseDoes) {
+  EXPECT_EQ(imageArchivePath("/srv/images", "localhost/pytorch:24.05"),
+            "/srv/images/pytorch/24.05.tar");
+  EXPECT_EQ(imageArchivePath("/srv/images", "pytorch:24.05"), "/srv/images/pytorch/24.05.tar");
+  EXPECT_EQ(imageArchivePath("/srv/images", "cuda_12-base"), "/srv/images/cuda_12-base/latest.tar");
+  EXPECT_EQ(imageArchivePath("", "pytorch:24.05"), "");
+  for (const char* refused :
+       {"../etc/passwd", "localhost/../x", "docker.io/library/debian:12", "..", ".hidden", "x:.tag",
+        ":tag", "x:", "a:b:c", "x y", "localhost/", ""}) {
+    EXPECT_EQ(imageArchivePath("/srv/images", refused), "") << refused;
+  }
 }
 
 }  // namespace

@@ -8,13 +8,16 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -1212,6 +1215,87 @@ TEST_F(ContainerJobTest, AMissingImageFailsAtOnceNamingTheImage) {
   EXPECT_EQ(leftGroups(id), std::vector<std::string>{});
 }
 
+// The node's image cache (issue 23): an image missing from Podman's store is loaded from the
+// archive in the agent's image directory on its first task, and later tasks find it in the
+// store and load nothing; an archive Podman cannot load fails the job at once with a reason
+// naming the image and the archive, as does a name the directory does not hold.
+class ImageCacheTest : public ContainerJobTest {
+ protected:
+  std::vector<std::string> agentFlags() const override {
+    std::vector<std::string> flags = ContainerJobTest::agentFlags();
+    flags.insert(flags.end(), {"--image-dir", dir_.file("images")});
+    return flags;
+  }
+};
+
+TEST_F(ImageCacheTest, AnImageIsLoadedOnceFromTheNodesDirectoryAndABadArchiveIsRefused) {
+  ASSERT_EQ(::mkdir(dir_.file("images").c_str(), 0755), 0);
+  // The test's own archive (no registry is reachable here): the busybox image saved as an OCI
+  // archive under a name of this test, which is then untagged so that the store lacks it.
+  const std::string name =
+      "gpool-cache-" + std::to_string(::getpid()) + "-" + std::to_string(tests_);
+  const std::string image = "localhost/" + name + ":1";
+  const std::string archive = dir_.file("images/" + name + "/1.tar");
+  ASSERT_EQ(::mkdir(dir_.file("images/" + name).c_str(), 0755), 0);
+  ASSERT_EQ(std::system(("podman tag " + std::string(kTestImage) + " " + image +
+                         " && podman save -q --format oci-archive -o '" + archive + "' " + image +
+                         " && podman rmi " + image + " >/dev/null")
+                            .c_str()),
+            0);
+  ASSERT_NE(std::system(("podman image exists " + image).c_str()), 0);
+  auto supervisorLog = [&](int64_t id) {
+    return slurp(dir_.file("state/tasks/" + std::to_string(id) + ".0/supervisor.log"));
+  };
+
+  api::JobSpec spec = containerSpec("cat /etc/gpool-image");
+  spec.image = image;
+  int64_t first = submitSpecAsUser(spec);
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(waitEnd(first), "COMPLETED") << job(first).dump() << supervisorLog(first);
+  EXPECT_EQ(slurp(job(first)["allocations"][0].value("stdout_log", "")), "gpool-test-image\n");
+  EXPECT_NE(supervisorLog(first).find("image " + image + " loaded from " + archive),
+            std::string::npos)
+      << supervisorLog(first);
+  EXPECT_EQ(std::system(("podman image exists " + image).c_str()), 0);
+  // The second task finds it in the store.
+  int64_t second = submitSpecAsUser(spec);
+  ASSERT_GT(second, 0);
+  ASSERT_EQ(waitEnd(second), "COMPLETED") << job(second).dump() << supervisorLog(second);
+  EXPECT_EQ(slurp(job(second)["allocations"][0].value("stdout_log", "")), "gpool-test-image\n");
+  EXPECT_EQ(supervisorLog(second).find("loaded from"), std::string::npos) << supervisorLog(second);
+  (void)!std::system(("podman rmi " + image + " >/dev/null 2>&1").c_str());
+
+  // Not an image archive: refused, naming the image and the file; nothing is left.
+  const std::string bad = "localhost/" + name + "-bad:1";
+  const std::string bad_archive = dir_.file("images/" + name + "-bad/1.tar");
+  ASSERT_EQ(::mkdir(dir_.file("images/" + name + "-bad").c_str(), 0755), 0);
+  {
+    std::ofstream out(bad_archive);
+    out << "not an image\n";
+  }
+  spec.image = bad;
+  int64_t refused = submitSpecAsUser(spec);
+  ASSERT_GT(refused, 0);
+  ASSERT_EQ(waitEnd(refused), "FAILED") << job(refused).dump();
+  const std::string reason = job(refused).value("reason", "");
+  EXPECT_NE(reason.find("image '" + bad + "': cannot load " + bad_archive), std::string::npos)
+      << reason;
+  EXPECT_NE(std::system(("podman image exists " + bad).c_str()), 0);
+  EXPECT_EQ(leftGroups(refused), std::vector<std::string>{});
+
+  // A name the directory does not hold (nor the store).
+  spec.image = "localhost/" + name + "-absent:1";
+  int64_t absent = submitSpecAsUser(spec);
+  ASSERT_GT(absent, 0);
+  ASSERT_EQ(waitEnd(absent), "FAILED") << job(absent).dump();
+  EXPECT_NE(job(absent)
+                .value("reason", "")
+                .find("the node's image directory has no " +
+                      dir_.file("images/" + name + "-absent/1.tar")),
+            std::string::npos)
+      << job(absent).dump();
+}
+
 TEST_F(ContainerJobTest, CancelAndTimeLimitLeaveNoContainerMountOrCgroup) {
   int64_t cancelled = submitSpecAsUser(containerSpec("echo up > up; exec sleep 1000"));
   api::JobSpec limited = containerSpec("exec sleep 1000");
@@ -1335,6 +1419,102 @@ TEST_F(ContainerJobTest, ShellEntersTheJobsContainerOnlyForItsOwner) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(waitEnd(id), "CANCELLED") << job(id).dump();
   EXPECT_TRUE(eventually([&] { return containers(id).empty(); })) << containers(id);
+}
+
+// `gpool shell` on a real pseudo-terminal follows its window size (issue 23): the command
+// starts with the terminal's size, and a resize during the session reaches it. A bare job's
+// shell runs on the terminal itself; a container job's runs on the container's own terminal,
+// which podman exec (started by the agent, outside the terminal's foreground) resizes only when
+// the CLI passes the SIGWINCH on.
+TEST_F(ContainerJobTest, ShellFollowsTheTerminalsWindowSizeInAContainerAndBare) {
+  int64_t boxed = submitSpecAsUser(containerSpec("echo up > up-boxed; exec sleep 1000"));
+  ASSERT_GT(boxed, 0);
+  api::JobSpec bare_spec;
+  bare_spec.name = "bare";
+  bare_spec.command = {"/bin/sh", "-c", "echo up > up-bare; exec sleep 1000"};
+  bare_spec.working_dir = dir_.path();
+  int64_t bare = submitSpecAsUser(bare_spec);
+  ASSERT_GT(bare, 0);
+  ASSERT_TRUE(eventually([&] {
+    return slurp(dir_.file("up-boxed")) == "up\n" && slurp(dir_.file("up-bare")) == "up\n";
+  })) << job(boxed).dump()
+      << job(bare).dump();
+
+  for (const int64_t id : {boxed, bare}) {
+    SCOPED_TRACE(id == boxed ? "container job" : "bare job");
+    // The CLI as the test user, on the slave side of a new terminal that is its controlling
+    // terminal (so the kernel sends it SIGWINCH), 30 rows by 100 columns.
+    int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    ASSERT_GE(master, 0);
+    ASSERT_EQ(::grantpt(master), 0);
+    ASSERT_EQ(::unlockpt(master), 0);
+    const std::string slave_name = ::ptsname(master);
+    winsize size{};
+    size.ws_row = 30;
+    size.ws_col = 100;
+    ASSERT_EQ(::ioctl(master, TIOCSWINSZ, &size), 0);
+    const std::string gpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
+    const std::string ref = std::to_string(id);
+    std::vector<std::string> args = {
+        gpool,     "--socket", socket_,
+        "shell",   ref,        "--",
+        "/bin/sh", "-c",       "while read x; do busybox stty size; done"};
+    std::vector<char*> argv;
+    for (std::string& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setsid();
+      int slave = ::open(slave_name.c_str(), O_RDWR);
+      if (slave < 0 || ::ioctl(slave, TIOCSCTTY, 0) != 0) ::_exit(126);
+      for (int i = 0; i < 3; ++i)
+        ::dup2(slave, i);
+      if (::chdir(dir_.path().c_str()) != 0 || ::setgroups(0, nullptr) != 0 ||
+          ::setgid(gid_) != 0 || ::setuid(uid_) != 0) {
+        ::_exit(126);
+      }
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    // Sends a line to the command until what it printed holds `want` (it prints the size it
+    // sees on each line it reads) or the deadline passes.
+    std::string seen;
+    auto sizeSeen = [&](const std::string& want) {
+      return eventually([&] {
+        (void)!::write(master, "\n", 1);
+        for (;;) {
+          pollfd p{master, POLLIN, 0};
+          if (::poll(&p, 1, 100) <= 0) break;
+          char buf[256];
+          ssize_t n = ::read(master, buf, sizeof(buf));
+          if (n <= 0) break;
+          seen.append(buf, static_cast<size_t>(n));
+        }
+        return seen.find(want) != std::string::npos;
+      });
+    };
+    EXPECT_TRUE(sizeSeen("30 100")) << seen;
+    size.ws_row = 50;
+    size.ws_col = 132;
+    ASSERT_EQ(::ioctl(master, TIOCSWINSZ, &size), 0);
+    EXPECT_TRUE(sizeSeen("50 132")) << seen;
+    // End of input: the loop ends, and so does the CLI, with the command's code.
+    (void)!::write(master, "\x04", 1);
+    int status = 0;
+    if (!eventually([&] { return ::waitpid(pid, &status, WNOHANG) == pid; })) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << seen;
+    ::close(master);
+  }
+  for (const int64_t id : {boxed, bare}) {
+    auto r = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(waitEnd(id), "CANCELLED") << job(id).dump();
+  }
 }
 
 // A container job preempted for a more important one (issue 23): its container gets SIGTERM
