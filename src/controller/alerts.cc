@@ -68,7 +68,25 @@ std::vector<AlertRule> defaultAlertRules() {
                "A GPU slice runs on a server that does not hold slices to their limits (no "
                "loadable interposer, or the agent's backstop only reports): its memory quota "
                "and compute share are not enforced."),
+      makeRule("unknown_task", "TaskUnknownToController", "warning", 3600, 0, Micros(0), minutes(1),
+               "A server ran a task that the controller's store never placed: the store was "
+               "restored from a backup taken before the task started. gpoold stops such tasks; "
+               "the alert stays for threshold seconds after the task stopped."),
   };
+}
+
+std::string describeUnknownTask(const UnknownTask& t) {
+  std::string s = "job " + std::to_string(t.job_id) + " task " + std::to_string(t.task) + " on " +
+                  t.node + " (store incarnation " + std::to_string(t.incarnation) + ", epoch " +
+                  std::to_string(t.lease_epoch) + ") is unknown to the restored controller";
+  if (t.job_state.empty()) {
+    s += ": its store has no job " + std::to_string(t.job_id);
+  } else {
+    s += ": its store has job " + std::to_string(t.job_id) + " of " + t.user + " " + t.job_state +
+         ", not this run";
+  }
+  s += t.ended_at ? "; stopped" : "; stopping it";
+  return s;
 }
 
 std::string_view alertChangeName(AlertChange::Kind kind) {
@@ -514,6 +532,21 @@ std::vector<AlertCondition> AlertMonitor::conditions() {
           double(errors - last_store_errors_));
     }
     last_store_errors_ = errors;
+  }
+
+  // Tasks of what a restored backup does not hold: while they run, and for a while after
+  // they were stopped, so that an admin who looks later still finds them.
+  if (const AlertRule* u = ruleOf("unknown_task"); u && sources_.unknown_tasks) {
+    const Micros keep(static_cast<int64_t>(u->threshold * 1e6));
+    for (const UnknownTask& t : sources_.unknown_tasks()) {
+      if (t.ended_at && now - *t.ended_at > keep) continue;
+      std::map<std::string, std::string> labels = {{"Hostname", t.node},
+                                                   {"hpc_job", std::to_string(t.job_id)},
+                                                   {"task", std::to_string(t.task)},
+                                                   {"incarnation", std::to_string(t.incarnation)}};
+      if (!t.user.empty()) labels["user"] = t.user;
+      add("unknown_task", labels, describeUnknownTask(t), t.ended_at ? 0 : 1);
+    }
   }
   return out;
 }

@@ -94,6 +94,10 @@ class AlertsTest : public ApiTest {
     };
     sources.job_stats = [this] { return metrics_->jobStats(); };
     sources.store_errors = [this] { return store_errors_; };
+    sources.unknown_tasks = [this] {
+      std::lock_guard lock(mu_);
+      return unknown_tasks_;
+    };
     monitor_ = std::make_unique<AlertMonitor>(*engine_, clock_, sources);
   }
   void TearDown() override {
@@ -147,6 +151,7 @@ class AlertsTest : public ApiTest {
   std::vector<AlertChange> changes_;
   std::map<std::string, std::vector<HealthFinding>> findings_;
   uint64_t store_errors_ = 0;
+  std::vector<UnknownTask> unknown_tasks_;
   std::vector<std::string> alive_ = {"gpu-01", "gpu-02"};
 };
 
@@ -327,6 +332,24 @@ TEST_F(AlertsTest, EveryRuleFiresAndResolvesAndTheWebhookReceivesThemAlsoAfterBe
          ASSERT_TRUE(registry_->registerNode(strict).ok());
          ingest(reading(40), {{9, 0, 250, false, 0, "alice", "ml", 4096}});
        }},
+      // Issue 27: a task the restored store never placed, stopped half an hour ago: the alert
+      // holds for an hour after the stop, then clears.
+      {"unknown_task",
+       [&] {
+         UnknownTask t;
+         t.node = "gpu-01";
+         t.job_id = 12;
+         t.lease_epoch = 1;
+         t.incarnation = 5;
+         t.seen_at = clock_.now() - minutes(31);
+         t.ended_at = clock_.now() - minutes(30);
+         std::lock_guard lock(mu_);
+         unknown_tasks_ = {t};
+       },
+       [&] {
+         std::lock_guard lock(mu_);
+         unknown_tasks_[0].ended_at = clock_.now() - minutes(61);
+       }},
   };
   ASSERT_EQ(cases.size(), rules_.size()) << "a rule without a case";
 
@@ -410,6 +433,19 @@ TEST_F(AlertsTest, EveryRuleFiresAndResolvesAndTheWebhookReceivesThemAlsoAfterBe
     slice_named = labels["user"] == "alice";
   }
   EXPECT_TRUE(slice_named);
+  // The unknown task's alert names its node, job and incarnation.
+  bool unknown_named = false;
+  for (const auto& a : *strays) {
+    json labels = json::parse(a.labels_json);
+    if (a.rule == "unknown_task") {
+      unknown_named = labels["Hostname"] == "gpu-01" && labels["hpc_job"] == "12" &&
+                      labels["incarnation"] == "5" && !labels.contains("user");
+      EXPECT_EQ(a.summary,
+                "job 12 task 0 on gpu-01 (store incarnation 5, epoch 1) is unknown to the "
+                "restored controller: its store has no job 12; stopped");
+    }
+  }
+  EXPECT_TRUE(unknown_named);
 }
 
 TEST_F(AlertsTest, DisabledRulesNeverFireAndAFiringAlertSurvivesARestart) {

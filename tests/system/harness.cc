@@ -578,6 +578,8 @@ Status Pool::writeConfigs() {
       << "schedule_interval = \"" << options_.schedule_interval_s << "s\"\n";
   for (const std::string& line : options_.controller_keys)
     out << line << "\n";
+  for (const std::string& line : options_.controller_sections)
+    out << line << "\n";
   out << "[log]\nlevel = \"" << options_.log_level << "\"\n";
   if (!out) return Status::ioError("cannot write " + dir_ + "/gpoold.toml");
   return Status::ok();
