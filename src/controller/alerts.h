@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "controller/job_service.h"
 #include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "controller/telemetry_history.h"
@@ -59,6 +60,8 @@ struct AlertRule {
 //   store_errors       the store failed (job-count reads) since the previous evaluation
 //   slice_unenforced   a GPU slice runs on a node that does not enforce slices (its agent
 //                      reports no loadable interposer, or a backstop that only reports)
+//   cuda_below_need    pending jobs ask for a CUDA version (--min-cuda) that no server's driver
+//                      supports (one alert per version asked for)
 //   unknown_task       an agent reported a task the store never placed (after a restore from
 //                      a backup: a task of what the backup does not hold), still running or
 //                      stopped within the last threshold seconds (3600)
@@ -184,6 +187,8 @@ struct AlertSources {
   std::function<std::shared_ptr<const JobStats>()> job_stats;
   // A count of store failures so far (growing).
   std::function<uint64_t()> store_errors;
+  // The pending jobs' --min-cuda (SchedulingLoop::pendingCudaNeeds).
+  std::function<std::vector<PendingCudaNeed>()> cuda_needs;
   // The tasks agents reported that the store never placed (AgentLink::unknownTasks).
   std::function<std::vector<UnknownTask>()> unknown_tasks;
   // Telemetry older than this is ignored (its node stopped reporting the GPU).

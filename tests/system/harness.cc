@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/node.h"
 #include "net/net_test_util.h"
 
 namespace gpool::system_test {
@@ -766,6 +767,10 @@ json taskSpec(const JobPlan& plan, const std::string& records, const std::string
   spec.resources.gpus_milli = static_cast<uint32_t>(plan.gpus_milli);
   spec.preemptible = plan.preemptible;
   if (!plan.node.empty()) spec.constraints.node_labels["node"] = plan.node;
+  if (!plan.min_cuda.empty()) {
+    Result<api::CudaVersion> cuda = api::parseCudaVersion(plan.min_cuda);
+    if (cuda.ok()) spec.constraints.min_cuda = *cuda;
+  }
   return api::toJson(spec);
 }
 

@@ -191,6 +191,7 @@ struct JobPlan {
   bool preemptible = false;
   std::string node;           // when set, the job may run only there (label node=<node>)
   int64_t term_delay_ms = 0;  // after SIGTERM it goes on this long (saving a checkpoint)
+  std::string min_cuda;       // --min-cuda ("12.2"); "" any
 };
 
 // The JobSpec of `plan`: the helper's task, writing its records below `records`, working in

@@ -158,6 +158,72 @@ TEST_F(SystemTest, AdminRestoreWhileTasksRunKeepsThemAndReusesNoId) {
   EXPECT_EQ(r.final_states["COMPLETED"], 2) << r.summary();
 }
 
+// Issue 22: a job asking for a CUDA version (--min-cuda) that no server's driver supports (the
+// simulated GPUs' driver supports CUDA 12.4) waits, its reason naming min_cuda, and admins get
+// the cuda_below_need alert naming the version, the job and the newest driver; a job asking for
+// 12.4 runs beside it.
+TEST_F(SystemTest, MinCudaThatNoServerMeetsIsReportedToItsUserAndToAdmins) {
+  PoolOptions pool_options;
+  pool_options.controller_sections = {"[alerts]", "evaluate_every = \"1s\""};
+  ASSERT_NO_FATAL_FAILURE(startPool(pool_options));
+  std::vector<JobPlan> too_new = plans("too-new", 1, 300);
+  too_new[0].min_cuda = "99.0";
+  std::vector<JobPlan> fits = plans("fits", 1, 300);
+  fits[0].min_cuda = "12.4";
+  std::vector<Submission> waiting = pool_->submit(too_new);
+  ASSERT_EQ(acked(waiting), 1);
+  std::vector<Submission> runs = pool_->submit(fits);
+  ASSERT_EQ(acked(runs), 1);
+  const std::string id = std::to_string(waiting[0].id);
+
+  json job;
+  waitFor(
+      [&] {
+        Result<json> j = pool_->job(waiting[0].id);
+        if (!j.ok() || j->value("reason", "") != "BadConstraints") return false;
+        job = *j;
+        return true;
+      },
+      seconds(20), milliseconds(100));
+  EXPECT_EQ(job.value("state", ""), "PENDING") << job.dump();
+  EXPECT_NE(job.value("reason_detail", "").find("min_cuda"), std::string::npos) << job.dump();
+
+  json alert;
+  waitFor(
+      [&] {
+        Result<json> alerts = pool_->get("/v1/alerts");
+        if (!alerts.ok()) return false;
+        for (const json& a : alerts->value("alerts", json::array())) {
+          if (a.value("rule", "") == "cuda_below_need") alert = a;
+        }
+        return !alert.is_null();
+      },
+      seconds(20), milliseconds(100));
+  ASSERT_FALSE(alert.is_null()) << "no cuda_below_need alert";
+  EXPECT_EQ(alert.value("alertname", ""), "CudaBelowJobNeed") << alert.dump();
+  EXPECT_EQ(alert["labels"].value("min_cuda", ""), "99.0") << alert.dump();
+  const std::string summary = alert.value("summary", "");
+  EXPECT_NE(summary.find("1 pending job asks for CUDA 99.0 or newer (job " + id + " of "),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("the newest: CUDA 12.4 on h"), std::string::npos) << summary;
+
+  // The job whose need a server meets is not named, and runs.
+  waitFor(
+      [&] {
+        Result<json> j = pool_->job(runs[0].id);
+        return j.ok() && j->value("state", "") == "COMPLETED";
+      },
+      seconds(30), milliseconds(100));
+  EXPECT_EQ(pool_->job(runs[0].id)->value("state", ""), "COMPLETED");
+  Result<json> alerts = pool_->get("/v1/alerts");
+  ASSERT_TRUE(alerts.ok());
+  int cuda_alerts = 0;
+  for (const json& a : alerts->value("alerts", json::array()))
+    cuda_alerts += a.value("rule", "") == "cuda_below_need";
+  EXPECT_EQ(cuda_alerts, 1) << alerts->dump();
+}
+
 // The load scenario (long profile only): 200 agents (20 per host namespace, simulated GPUs),
 // 50,000 jobs from 100 concurrent clients; jobs/s, API p50/p99 and scheduling latency.
 TEST_F(SystemTest, LoadOf200AgentsAnd50000JobsFrom100Clients) {
