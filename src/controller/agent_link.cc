@@ -868,7 +868,18 @@ void AgentLink::noteUnknownTask(const std::string& node, const protocol::TaskRep
     }
     noted = t;
   }
-  if (first) spdlog::warn("{}", describeUnknownTask(noted));
+  if (!first) return;
+  spdlog::warn("{}", describeUnknownTask(noted));
+  // A job the restored store has PENDING ran after the backup: its owner reads in the job's
+  // events why that run left no trace (the job runs again, as the store has it waiting).
+  if (record.ok() && record->state == api::JobState::kPending && !noted.ended_at) {
+    Status s = store_.setJobReason(a.job_id, api::JobState::kPending, now,
+                                   "an earlier run of this job on " + node +
+                                       " (store incarnation " + std::to_string(a.incarnation) +
+                                       ", epoch " + std::to_string(a.lease_epoch) +
+                                       ") is unknown to the restored controller: told to stop");
+    if (!s.isOk()) spdlog::info("job {}: event not recorded: {}", a.job_id, s.toString());
+  }
 }
 
 std::vector<UnknownTask> AgentLink::unknownTasks() const {

@@ -837,6 +837,21 @@ TEST_F(AgentLinkTest, AReportOfAnotherStoreIncarnationIsNeverApplied) {
   EXPECT_FALSE(running.user.empty());
   EXPECT_EQ(running.job_state, "COMPLETED");
   EXPECT_FALSE(running.ended_at.has_value());
+  // A job the store has PENDING whose run it never placed (it ran after the backup): the job's
+  // events say that run was stopped; the job stays PENDING, to run again.
+  const int64_t waiting = submit("true");
+  json ran = taskUpdate(waiting, 1, "running", 0);
+  ran["assignment"]["incarnation"] = *incarnation + 1;
+  agent->send("task_update", ran);
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(job(waiting)["state"], "PENDING");
+  Result<std::vector<store::JobEvent>> events = store_->jobEvents(waiting);
+  ASSERT_TRUE(events.ok());
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ(events->back().reason,
+            "an earlier run of this job on n1 (store incarnation " +
+                std::to_string(*incarnation + 1) +
+                ", epoch 1) is unknown to the restored controller: told to stop");
 }
 
 // Issue 19 defect 4: a task report is acknowledged (`task_ack`) only once applied for good; a
