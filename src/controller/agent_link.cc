@@ -838,6 +838,65 @@ void AgentLink::applyReport(const SessionPtr& session, const protocol::TaskRepor
   }
 }
 
+void AgentLink::noteUnknownTask(const std::string& node, const protocol::TaskReport& report,
+                                const Result<store::JobRecord>& record) {
+  const protocol::Assignment& a = *report.assignment;
+  const TimePoint now = clock_.now();
+  const bool ended = report.state == protocol::TaskPhase::kExited;
+  UnknownTask noted;
+  bool first = false;
+  {
+    std::lock_guard lock(unknown_mu_);
+    for (auto it = unknown_.begin(); it != unknown_.end();) {
+      const bool old = it->second.ended_at && now - *it->second.ended_at > std::chrono::hours(24);
+      it = old ? unknown_.erase(it) : std::next(it);
+    }
+    auto [it, added] =
+        unknown_.try_emplace(UnknownKey{node, a.job_id, a.task, a.incarnation, a.lease_epoch});
+    UnknownTask& t = it->second;
+    if (added) {
+      t.node = node;
+      t.job_id = a.job_id;
+      t.task = a.task;
+      t.lease_epoch = a.lease_epoch;
+      t.incarnation = a.incarnation;
+      if (record.ok()) {
+        t.user = record->user;
+        t.job_state = std::string(api::jobStateName(record->state));
+      }
+      t.seen_at = now;
+    }
+    if (report.pid > 0) t.pid = report.pid;
+    first = added;
+    if (ended && !t.ended_at) {
+      t.ended_at = now;
+      first = true;  // its end is news too
+    }
+    noted = t;
+  }
+  if (!first) return;
+  spdlog::warn("{}", describeUnknownTask(noted));
+  // A job the restored store has PENDING ran after the backup: its owner reads in the job's
+  // events why that run left no trace (the job runs again, as the store has it waiting).
+  if (record.ok() && record->state == api::JobState::kPending && !noted.ended_at) {
+    Status s = store_.setJobReason(a.job_id, api::JobState::kPending, now,
+                                   "an earlier run of this job on " + node +
+                                       " (store incarnation " + std::to_string(a.incarnation) +
+                                       ", epoch " + std::to_string(a.lease_epoch) +
+                                       ") is unknown to the restored controller: told to stop");
+    if (!s.isOk()) spdlog::info("job {}: event not recorded: {}", a.job_id, s.toString());
+  }
+}
+
+std::vector<UnknownTask> AgentLink::unknownTasks() const {
+  std::lock_guard lock(unknown_mu_);
+  std::vector<UnknownTask> out;
+  out.reserve(unknown_.size());
+  for (const auto& [key, t] : unknown_)
+    out.push_back(t);
+  return out;
+}
+
 bool AgentLink::settleReport(const SessionPtr& session, const protocol::TaskReport& report) {
   const protocol::Assignment& assignment = *report.assignment;
   const int64_t job_id = assignment.job_id;
@@ -865,6 +924,12 @@ bool AgentLink::settleReport(const SessionPtr& session, const protocol::TaskRepo
     return false;  // the agent sends it again
   }
   if (!current || !live) {
+    // A placement later than the store's own (or of a job it has none of): the store went back
+    // to a backup taken before it. Shown to admins (docs/admin-guide.md, "Tasks unknown to the
+    // restored controller"), and stopped like any stale task.
+    const bool unknown = !record.ok() || std::pair(assignment.incarnation, lease_epoch) >
+                                             std::pair(record->incarnation, record->epoch);
+    if (unknown) noteUnknownTask(session->node, report, record);
     // Stale or no longer wanted: record nothing; a task still running must stop (the agent
     // stops only this attempt, never a newer one).
     if (report.state != protocol::TaskPhase::kExited) {

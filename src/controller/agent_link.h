@@ -126,6 +126,10 @@ class AgentLink final : public AgentGateway, public LogRelay {
   size_t connectedCount() const;
   // The findings of every node's latest `health` message, by node (the alert engine's input).
   std::map<std::string, std::vector<HealthFinding>> healthFindings() const;
+  // The tasks agents reported that the store never placed (UnknownTask; after a restore from a
+  // backup), those still running and those stopped within the last day; the alert engine's
+  // input. Thread-safe.
+  std::vector<UnknownTask> unknownTasks() const;
   // Sets the health of `node`'s GPUs from its agent's latest findings again (after an admin
   // cleared a hold: the GPU takes what its agent reports now).
   Status reapplyHealth(const std::string& node);
@@ -214,6 +218,16 @@ class AgentLink final : public AgentGateway, public LogRelay {
 
   mutable std::mutex findings_mu_;
   std::map<std::string, std::vector<HealthFinding>> findings_;
+
+  // unknownTasks(): by (node, job, task, incarnation, epoch). Entries stopped more than a day
+  // ago are dropped when another is added.
+  using UnknownKey = std::tuple<std::string, int64_t, uint32_t, int64_t, int64_t>;
+  mutable std::mutex unknown_mu_;
+  std::map<UnknownKey, UnknownTask> unknown_;
+  // Records (or updates) a report of a task the store never placed; logs it at warning level
+  // the first time and when it ends.
+  void noteUnknownTask(const std::string& node, const protocol::TaskReport& report,
+                       const Result<store::JobRecord>& record);
 
   // Relayed log reads, by (job, task, stderr, offset): the request on its way or its answer.
   struct LogRead {

@@ -68,7 +68,28 @@ std::vector<AlertRule> defaultAlertRules() {
                "A GPU slice runs on a server that does not hold slices to their limits (no "
                "loadable interposer, or the agent's backstop only reports): its memory quota "
                "and compute share are not enforced."),
+      makeRule("cuda_below_need", "CudaBelowJobNeed", "warning", 0, 0, Micros(0), minutes(1),
+               "Pending jobs ask for a CUDA version (--min-cuda) that no server's driver "
+               "supports: they wait until a server with a newer driver joins."),
+      makeRule("unknown_task", "TaskUnknownToController", "warning", 3600, 0, Micros(0), minutes(1),
+               "A server ran a task that the controller's store never placed: the store was "
+               "restored from a backup taken before the task started. gpoold stops such tasks; "
+               "the alert stays for threshold seconds after the task stopped."),
   };
+}
+
+std::string describeUnknownTask(const UnknownTask& t) {
+  std::string s = "job " + std::to_string(t.job_id) + " task " + std::to_string(t.task) + " on " +
+                  t.node + " (store incarnation " + std::to_string(t.incarnation) + ", epoch " +
+                  std::to_string(t.lease_epoch) + ") is unknown to the restored controller";
+  if (t.job_state.empty()) {
+    s += ": its store has no job " + std::to_string(t.job_id);
+  } else {
+    s += ": its store has job " + std::to_string(t.job_id) + " of " + t.user + " " + t.job_state +
+         ", not this run";
+  }
+  s += t.ended_at ? "; stopped" : "; stopping it";
+  return s;
 }
 
 std::string_view alertChangeName(AlertChange::Kind kind) {
@@ -465,6 +486,48 @@ std::vector<AlertCondition> AlertMonitor::conditions() {
     }
   }
 
+  // Jobs asking for a CUDA version no server's driver supports (the servers that are not DOWN,
+  // as placement sees them): one alert per version, naming the jobs and the newest driver.
+  if (ruleOf("cuda_below_need") && sources_.cuda_needs) {
+    struct Need {
+      int64_t jobs = 0;
+      const PendingCudaNeed* first = nullptr;
+    };
+    std::map<uint32_t, Need> unmet;
+    std::string newest;  // the newest CUDA version of the servers up
+    std::string newest_on;
+    for (const api::Node& n : nodes) {
+      if (n.state == api::NodeState::kDown) continue;
+      for (const api::Gpu& g : n.gpus) {
+        if (g.cuda_version.empty()) continue;
+        if (newest.empty() || gpu::compareVersions(g.cuda_version, newest) > 0) {
+          newest = g.cuda_version;
+          newest_on = n.name;
+        }
+      }
+    }
+    const std::vector<PendingCudaNeed> needs = sources_.cuda_needs();
+    for (const PendingCudaNeed& need : needs) {
+      const std::string wanted =
+          std::to_string(need.min_cuda / 100) + "." + std::to_string(need.min_cuda % 100);
+      if (!newest.empty() && gpu::compareVersions(newest, wanted) >= 0) continue;
+      Need& u = unmet[need.min_cuda];
+      ++u.jobs;
+      if (u.first == nullptr) u.first = &need;
+    }
+    for (const auto& [version, u] : unmet) {
+      const std::string wanted =
+          std::to_string(version / 100) + "." + std::to_string(version % 100);
+      add("cuda_below_need", {{"min_cuda", wanted}},
+          std::to_string(u.jobs) + (u.jobs == 1 ? " pending job asks" : " pending jobs ask") +
+              " for CUDA " + wanted + " or newer (job " + std::to_string(u.first->job_id) + " of " +
+              u.first->user + " first); no server's driver supports it" +
+              (newest.empty() ? " (no server reports a CUDA version)"
+                              : " (the newest: CUDA " + newest + " on " + newest_on + ")"),
+          double(u.jobs));
+    }
+  }
+
   // The agents' findings: lost GPUs, strays, memory left behind.
   if (sources_.findings) {
     for (const auto& [node, findings] : sources_.findings()) {
@@ -514,6 +577,21 @@ std::vector<AlertCondition> AlertMonitor::conditions() {
           double(errors - last_store_errors_));
     }
     last_store_errors_ = errors;
+  }
+
+  // Tasks of what a restored backup does not hold: while they run, and for a while after
+  // they were stopped, so that an admin who looks later still finds them.
+  if (const AlertRule* u = ruleOf("unknown_task"); u && sources_.unknown_tasks) {
+    const Micros keep(static_cast<int64_t>(u->threshold * 1e6));
+    for (const UnknownTask& t : sources_.unknown_tasks()) {
+      if (t.ended_at && now - *t.ended_at > keep) continue;
+      std::map<std::string, std::string> labels = {{"Hostname", t.node},
+                                                   {"hpc_job", std::to_string(t.job_id)},
+                                                   {"task", std::to_string(t.task)},
+                                                   {"incarnation", std::to_string(t.incarnation)}};
+      if (!t.user.empty()) labels["user"] = t.user;
+      add("unknown_task", labels, describeUnknownTask(t), t.ended_at ? 0 : 1);
+    }
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "controller/job_service.h"
 #include "controller/metrics.h"
 #include "controller/node_registry.h"
 #include "controller/telemetry_history.h"
@@ -59,6 +60,11 @@ struct AlertRule {
 //   store_errors       the store failed (job-count reads) since the previous evaluation
 //   slice_unenforced   a GPU slice runs on a node that does not enforce slices (its agent
 //                      reports no loadable interposer, or a backstop that only reports)
+//   cuda_below_need    pending jobs ask for a CUDA version (--min-cuda) that no server's driver
+//                      supports (one alert per version asked for)
+//   unknown_task       an agent reported a task the store never placed (after a restore from
+//                      a backup: a task of what the backup does not hold), still running or
+//                      stopped within the last threshold seconds (3600)
 std::vector<AlertRule> defaultAlertRules();
 
 // Something a rule finds true now. `labels` identify what it is about (Hostname, gpu, UUID,
@@ -151,6 +157,26 @@ struct HealthFinding {
   std::string user;    // the process's user, where the agent knows it
 };
 
+// A task an agent reported that the controller's store never placed: its (store incarnation,
+// epoch) is later than the store's placement of the job, or the store has no such job. A store
+// only goes back like that when it was restored from a backup (docs/admin-guide.md, "Tasks
+// unknown to the restored controller"); gpoold tells the agent to stop such a task.
+struct UnknownTask {
+  std::string node;
+  int64_t job_id = 0;
+  uint32_t task = 0;
+  int64_t lease_epoch = 0;
+  int64_t incarnation = 0;  // the store incarnation it was placed under (0: not said)
+  std::string user;         // the store's owner of job_id; "" when the store has no such job
+  std::string job_state;    // the store's state of job_id (e.g. PENDING); "" when it has none
+  int64_t pid = 0;          // as the agent reported it; 0 unknown
+  TimePoint seen_at{};      // when gpoold first heard of it
+  std::optional<TimePoint> ended_at;  // when the agent reported it ended (stopped)
+};
+// One line for people (the alert's summary, gpoold's log): the task, its node, incarnation and
+// epoch, what the store has under that job id, and whether it is stopped yet.
+std::string describeUnknownTask(const UnknownTask& t);
+
 // What the monitor reads; every source may be absent.
 struct AlertSources {
   const TelemetryHistory* telemetry = nullptr;
@@ -161,6 +187,10 @@ struct AlertSources {
   std::function<std::shared_ptr<const JobStats>()> job_stats;
   // A count of store failures so far (growing).
   std::function<uint64_t()> store_errors;
+  // The pending jobs' --min-cuda (SchedulingLoop::pendingCudaNeeds).
+  std::function<std::vector<PendingCudaNeed>()> cuda_needs;
+  // The tasks agents reported that the store never placed (AgentLink::unknownTasks).
+  std::function<std::vector<UnknownTask>()> unknown_tasks;
   // Telemetry older than this is ignored (its node stopped reporting the GPU).
   Micros stale_after{std::chrono::seconds(90)};
 };

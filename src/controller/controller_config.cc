@@ -55,9 +55,9 @@ bool isLoopbackHost(const std::string& host) {
 
 const std::vector<std::string>& alertRuleNames() {
   static const std::vector<std::string> names = {
-      "gpu_too_hot",     "gpu_xid",       "gpu_ecc",       "gpu_lost",
-      "server_lost",     "stray_process", "leaked_memory", "allocation_idle",
-      "driver_mismatch", "queue_blocked", "store_errors",  "slice_unenforced"};
+      "gpu_too_hot",   "gpu_xid",          "gpu_ecc",         "gpu_lost",        "server_lost",
+      "stray_process", "leaked_memory",    "allocation_idle", "driver_mismatch", "queue_blocked",
+      "store_errors",  "slice_unenforced", "cuda_below_need", "unknown_task"};
   return names;
 }
 

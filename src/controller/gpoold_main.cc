@@ -304,6 +304,8 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   alert_sources.findings = [&gateway] { return gateway.healthFindings(); };
   alert_sources.job_stats = [&metrics] { return metrics.jobStats(); };
   alert_sources.store_errors = [&metrics] { return metrics.storeErrors(); };
+  alert_sources.unknown_tasks = [&gateway] { return gateway.unknownTasks(); };
+  alert_sources.cuda_needs = [&loop] { return loop.pendingCudaNeeds(); };
   AlertMonitor monitor(alerts, clock, alert_sources);
   std::unique_ptr<net::Server> server;
   std::unique_ptr<net::Server> scrape_server;

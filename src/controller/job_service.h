@@ -27,6 +27,14 @@ struct PendingInsight {
   std::optional<TimePoint> expected_start;
 };
 
+// A pending job's minimum CUDA version (--min-cuda), as the last scheduling pass saw it: the
+// alert engine compares it with the servers' drivers (the cuda_below_need rule).
+struct PendingCudaNeed {
+  int64_t job_id = 0;
+  std::string user;
+  uint32_t min_cuda = 0;  // major * 100 + minor
+};
+
 // What the service tells the scheduling loop (SchedulingLoop implements it).
 class JobListener {
  public:

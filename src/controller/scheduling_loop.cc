@@ -663,12 +663,23 @@ Result<PassReport> SchedulingLoop::runOnce() {
   {
     std::unordered_map<int64_t, PendingInsight> insight;
     insight.reserve(decisions.pending.size());
-    for (const sched::PendingDecision& p : decisions.pending)
+    std::vector<PendingCudaNeed> cuda_needs;
+    for (const sched::PendingDecision& p : decisions.pending) {
       insight[static_cast<int64_t>(p.job)].detail = p.detail;
+      const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
+      Result<const SpecSummary*> spec = specOf(record);  // decoded earlier in this pass
+      if (spec.ok() && (*spec)->request.task.constraints.min_cuda > 0) {
+        cuda_needs.push_back({record.id, record.user, (*spec)->request.task.constraints.min_cuda});
+      }
+    }
     for (const sched::ReservationDecision& r : decisions.reservations)
       insight[static_cast<int64_t>(r.job)].expected_start = r.start;
+    std::sort(
+        cuda_needs.begin(), cuda_needs.end(),
+        [](const PendingCudaNeed& a, const PendingCudaNeed& b) { return a.job_id < b.job_id; });
     std::lock_guard hold(insight_mu_);
     insight_ = std::move(insight);
+    cuda_needs_ = std::move(cuda_needs);
   }
   for (const sched::PendingDecision& p : decisions.pending) {
     ++report.pending;
@@ -802,6 +813,11 @@ std::optional<PendingInsight> SchedulingLoop::pendingInsight(int64_t id) const {
   auto it = insight_.find(id);
   if (it == insight_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<PendingCudaNeed> SchedulingLoop::pendingCudaNeeds() const {
+  std::lock_guard hold(insight_mu_);
+  return cuda_needs_;
 }
 
 void SchedulingLoop::jobsChanged() {

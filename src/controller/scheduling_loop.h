@@ -179,6 +179,8 @@ class SchedulingLoop final : public JobListener {
   void jobsChanged() override;
   void runningJobCancelled(const store::JobRecord& before) override;
   std::optional<PendingInsight> pendingInsight(int64_t id) const override;
+  // The pending jobs with a --min-cuda, as the last pass saw them (ascending job id). Any thread.
+  std::vector<PendingCudaNeed> pendingCudaNeeds() const;
 
   // Runs passes on events and every `interval` until `stop` is requested (gpoold's thread):
   // tick(), then a wait for what it returns or for an event. Errors of a pass are logged and the
@@ -289,6 +291,7 @@ class SchedulingLoop final : public JobListener {
   // The last pass's pending details and expected starts, read by the API's threads.
   mutable std::mutex insight_mu_;
   std::unordered_map<int64_t, PendingInsight> insight_;  // GUARDED_BY(insight_mu_)
+  std::vector<PendingCudaNeed> cuda_needs_;              // GUARDED_BY(insight_mu_)
 
   mutable std::mutex wake_mu_;
   std::condition_variable_any wake_cv_;

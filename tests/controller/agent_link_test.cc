@@ -826,6 +826,8 @@ TEST_F(AgentLinkTest, AReportOfAnotherStoreIncarnationIsNeverApplied) {
     ASSERT_TRUE(agent->roundTrip());
     EXPECT_EQ(job(id)["state"], "RUNNING") << "incarnation " << other;
   }
+  // An earlier placement than the store's own is stale, not unknown to the store.
+  EXPECT_TRUE(link_->unknownTasks().empty());
   json own = taskUpdate(id, epoch, "exited", 0);
   own["assignment"]["incarnation"] = *incarnation;
   agent->send("task_update", own);
@@ -839,6 +841,53 @@ TEST_F(AgentLinkTest, AReportOfAnotherStoreIncarnationIsNeverApplied) {
   other->send("hello", other->helloBody(json::array({old_task})));
   ASSERT_TRUE(other->waitType("desired_state").has_value());
   EXPECT_GT(submit("true"), 500);
+  // Job 500 is unknown to this store: listed for the admins' alert, as ended.
+  std::vector<UnknownTask> unknown = link_->unknownTasks();
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0].node, "n2");
+  EXPECT_EQ(unknown[0].job_id, 500);
+  EXPECT_EQ(unknown[0].lease_epoch, 1);
+  EXPECT_TRUE(unknown[0].user.empty());
+  EXPECT_TRUE(unknown[0].ended_at.has_value());
+  // A placement later than the store's own of a job it has (its incarnation is newer than the
+  // store's, as for a job placed after the backup the store was restored from): unknown too,
+  // and told to stop while it runs; the store's job is left as it is.
+  json later = taskUpdate(id, epoch, "running", 0);
+  later["assignment"]["incarnation"] = *incarnation + 1;
+  const size_t from = agent->receivedCount();
+  agent->send("task_update", later);
+  ASSERT_TRUE(agent->roundTrip());
+  bool stopped = false;
+  for (size_t i = from; i < agent->receivedCount(); ++i) {
+    json m = agent->message(i);
+    stopped = stopped || (m["type"] == "cancel" && m["body"]["assignment"]["job_id"] == id);
+  }
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(job(id)["state"], "COMPLETED");
+  unknown = link_->unknownTasks();
+  ASSERT_EQ(unknown.size(), 2u);
+  const UnknownTask& running = unknown[0].job_id == id ? unknown[0] : unknown[1];
+  EXPECT_EQ(running.job_id, id);
+  EXPECT_EQ(running.node, "n1");
+  EXPECT_EQ(running.incarnation, *incarnation + 1);
+  EXPECT_FALSE(running.user.empty());
+  EXPECT_EQ(running.job_state, "COMPLETED");
+  EXPECT_FALSE(running.ended_at.has_value());
+  // A job the store has PENDING whose run it never placed (it ran after the backup): the job's
+  // events say that run was stopped; the job stays PENDING, to run again.
+  const int64_t waiting = submit("true");
+  json ran = taskUpdate(waiting, 1, "running", 0);
+  ran["assignment"]["incarnation"] = *incarnation + 1;
+  agent->send("task_update", ran);
+  ASSERT_TRUE(agent->roundTrip());
+  EXPECT_EQ(job(waiting)["state"], "PENDING");
+  Result<std::vector<store::JobEvent>> events = store_->jobEvents(waiting);
+  ASSERT_TRUE(events.ok());
+  ASSERT_FALSE(events->empty());
+  EXPECT_EQ(events->back().reason,
+            "an earlier run of this job on n1 (store incarnation " +
+                std::to_string(*incarnation + 1) +
+                ", epoch 1) is unknown to the restored controller: told to stop");
 }
 
 // Issue 19 defect 4: a task report is acknowledged (`task_ack`) only once applied for good; a

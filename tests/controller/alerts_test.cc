@@ -94,6 +94,14 @@ class AlertsTest : public ApiTest {
     };
     sources.job_stats = [this] { return metrics_->jobStats(); };
     sources.store_errors = [this] { return store_errors_; };
+    sources.unknown_tasks = [this] {
+      std::lock_guard lock(mu_);
+      return unknown_tasks_;
+    };
+    sources.cuda_needs = [this] {
+      std::lock_guard lock(mu_);
+      return cuda_needs_;
+    };
     monitor_ = std::make_unique<AlertMonitor>(*engine_, clock_, sources);
   }
   void TearDown() override {
@@ -147,6 +155,8 @@ class AlertsTest : public ApiTest {
   std::vector<AlertChange> changes_;
   std::map<std::string, std::vector<HealthFinding>> findings_;
   uint64_t store_errors_ = 0;
+  std::vector<UnknownTask> unknown_tasks_;
+  std::vector<PendingCudaNeed> cuda_needs_;
   std::vector<std::string> alive_ = {"gpu-01", "gpu-02"};
 };
 
@@ -327,6 +337,35 @@ TEST_F(AlertsTest, EveryRuleFiresAndResolvesAndTheWebhookReceivesThemAlsoAfterBe
          ASSERT_TRUE(registry_->registerNode(strict).ok());
          ingest(reading(40), {{9, 0, 250, false, 0, "alice", "ml", 4096}});
        }},
+      // Issue 22: a job asks for CUDA 13.0, which no server's driver supports (the newest
+      // reports 12.4); one asking for 12.4 raises nothing.
+      {"cuda_below_need",
+       [&] {
+         std::lock_guard lock(mu_);
+         cuda_needs_ = {{41, "alice", 1300}, {42, "bob", 1204}};
+       },
+       [&] {
+         std::lock_guard lock(mu_);
+         cuda_needs_ = {{42, "bob", 1204}};
+       }},
+      // Issue 27: a task the restored store never placed, stopped half an hour ago: the alert
+      // holds for an hour after the stop, then clears.
+      {"unknown_task",
+       [&] {
+         UnknownTask t;
+         t.node = "gpu-01";
+         t.job_id = 12;
+         t.lease_epoch = 1;
+         t.incarnation = 5;
+         t.seen_at = clock_.now() - minutes(31);
+         t.ended_at = clock_.now() - minutes(30);
+         std::lock_guard lock(mu_);
+         unknown_tasks_ = {t};
+       },
+       [&] {
+         std::lock_guard lock(mu_);
+         unknown_tasks_[0].ended_at = clock_.now() - minutes(61);
+       }},
   };
   ASSERT_EQ(cases.size(), rules_.size()) << "a rule without a case";
 
@@ -410,6 +449,29 @@ TEST_F(AlertsTest, EveryRuleFiresAndResolvesAndTheWebhookReceivesThemAlsoAfterBe
     slice_named = labels["user"] == "alice";
   }
   EXPECT_TRUE(slice_named);
+  // The CUDA alert names the version no driver supports, the job and the newest driver; the
+  // unknown task's names its node, job and incarnation.
+  int cuda_alerts = 0;
+  bool unknown_named = false;
+  for (const auto& a : *strays) {
+    json labels = json::parse(a.labels_json);
+    if (a.rule == "cuda_below_need") {
+      ++cuda_alerts;
+      EXPECT_EQ(labels["min_cuda"], "13.0") << a.labels_json;
+      EXPECT_EQ(a.summary,
+                "1 pending job asks for CUDA 13.0 or newer (job 41 of alice first); no server's "
+                "driver supports it (the newest: CUDA 12.4 on gpu-03)");
+    }
+    if (a.rule == "unknown_task") {
+      unknown_named = labels["Hostname"] == "gpu-01" && labels["hpc_job"] == "12" &&
+                      labels["incarnation"] == "5" && !labels.contains("user");
+      EXPECT_EQ(a.summary,
+                "job 12 task 0 on gpu-01 (store incarnation 5, epoch 1) is unknown to the "
+                "restored controller: its store has no job 12; stopped");
+    }
+  }
+  EXPECT_EQ(cuda_alerts, 1);
+  EXPECT_TRUE(unknown_named);
 }
 
 TEST_F(AlertsTest, DisabledRulesNeverFireAndAFiringAlertSurvivesARestart) {

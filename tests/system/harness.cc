@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/node.h"
 #include "net/net_test_util.h"
 #include "store/pg_server.h"
 
@@ -643,6 +644,8 @@ Status Pool::writeConfigs() {
         << "schedule_interval = \"" << options_.schedule_interval_s << "s\"\n";
     for (const std::string& line : options_.controller_keys)
       out << line << "\n";
+    for (const std::string& line : options_.controller_sections)
+      out << line << "\n";
     if (pg_) out << "[ha]\nenabled = true\nlease = \"" << options_.ha_lease << "\"\n";
     out << "[log]\nlevel = \"" << options_.log_level << "\"\n";
     if (!out) return Status::ioError("cannot write " + path);
@@ -901,6 +904,10 @@ json taskSpec(const JobPlan& plan, const std::string& records, const std::string
   spec.resources.gpus_milli = static_cast<uint32_t>(plan.gpus_milli);
   spec.preemptible = plan.preemptible;
   if (!plan.node.empty()) spec.constraints.node_labels["node"] = plan.node;
+  if (!plan.min_cuda.empty()) {
+    Result<api::CudaVersion> cuda = api::parseCudaVersion(plan.min_cuda);
+    if (cuda.ok()) spec.constraints.min_cuda = *cuda;
+  }
   return api::toJson(spec);
 }
 

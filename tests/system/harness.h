@@ -187,6 +187,8 @@ struct PoolOptions {
   // More lines ("key = value") for [controller] and for every agent's --config [agent].
   std::vector<std::string> controller_keys;
   std::vector<std::string> agent_keys;
+  // More sections of gpoold.toml, line by line ("[alerts]", "evaluate_every = \"1s\"").
+  std::vector<std::string> controller_sections;
   uint64_t store_disk_mib = 0;   // > 0: the store's folder is an ext4 image of this size
   uint64_t agent_tmpfs_mib = 0;  // > 0: every agent's state folder is a tmpfs of this size
   // > 0 (root): the records and the agents' state folders on one tmpfs of at most this size,
@@ -208,6 +210,7 @@ struct JobPlan {
   bool preemptible = false;
   std::string node;           // when set, the job may run only there (label node=<node>)
   int64_t term_delay_ms = 0;  // after SIGTERM it goes on this long (saving a checkpoint)
+  std::string min_cuda;       // --min-cuda ("12.2"); "" any
 };
 
 // The JobSpec of `plan`: the helper's task, writing its records below `records`, working in

@@ -57,10 +57,13 @@ TEST_F(RequeueScenario, PartitionLongerThanTheLeaseThenHealed) {
 // Issue 27: `gpool admin backup` while a task runs, a job submitted after it, then
 // `gpool admin restore` with the task still running. The job the backup knows as running keeps
 // its task and ends as itself; the job submitted after the backup is unknown to the restored
-// controller: its task is stopped and its id is never issued again; a new job runs with an id
-// of its own and its own output.
+// controller: admins see it (the unknown_task alert names node, job and incarnation; gpoold
+// logs it at warning level), its task is stopped and its id is never issued again; a new job
+// runs with an id of its own and its own output.
 TEST_F(SystemTest, AdminRestoreWhileTasksRunKeepsThemAndReusesNoId) {
-  ASSERT_NO_FATAL_FAILURE(startPool());
+  PoolOptions pool_options;
+  pool_options.controller_sections = {"[alerts]", "evaluate_every = \"1s\""};
+  ASSERT_NO_FATAL_FAILURE(startPool(pool_options));
   const std::string gpool = std::string(GPOOL_BINARY_DIR) + "/src/cli/gpool";
   auto admin = [&](const std::vector<std::string>& args, const std::string& log) {
     std::vector<std::string> argv{gpool, "admin"};
@@ -87,8 +90,43 @@ TEST_F(SystemTest, AdminRestoreWhileTasksRunKeepsThemAndReusesNoId) {
   ASSERT_TRUE(pool_->startGpoold().isOk());
   for (int i = 0; i < pool_->agents(); ++i)
     ASSERT_GE(recoverySeconds(pool_->node(i), mark, restarted_at), 0) << pool_->node(i);
-  // The task of the job the restored controller does not know is stopped.
+  // The task of the job the restored controller does not know is stopped, and admins see it:
+  // an alert naming its node, job and store incarnation, and a warning in gpoold's log.
   ASSERT_TRUE(allEnded(lost, seconds(30))) << "the unknown job's task still runs";
+  std::string lost_host;
+  for (const TaskRun& r : pool_->runs()) {
+    if (r.tag == "lost-0") lost_host = r.host;
+  }
+  json unknown;
+  waitFor(
+      [&] {
+        Result<json> alerts = pool_->get("/v1/alerts");
+        if (!alerts.ok()) return false;
+        for (const json& a : alerts->value("alerts", json::array())) {
+          if (a.value("rule", "") == "unknown_task" &&
+              a["labels"].value("hpc_job", "") == std::to_string(lost[0].id)) {
+            unknown = a;
+          }
+        }
+        return !unknown.is_null();
+      },
+      seconds(20), milliseconds(100));
+  ASSERT_FALSE(unknown.is_null()) << "no unknown_task alert for job " << lost[0].id;
+  EXPECT_EQ(unknown.value("alertname", ""), "TaskUnknownToController") << unknown.dump();
+  EXPECT_EQ(unknown["labels"].value("task", ""), "0") << unknown.dump();
+  EXPECT_NE(unknown["labels"].value("incarnation", "0"), "0") << unknown.dump();
+  const std::string node = unknown["labels"].value("Hostname", "");
+  bool pool_node = false;
+  for (int i = 0; i < pool_->agents(); ++i)
+    pool_node = pool_node || pool_->node(i) == node;
+  EXPECT_TRUE(pool_node) << unknown.dump();
+  if (!lost_host.empty()) {
+    EXPECT_NE(node.find(lost_host), std::string::npos) << lost_host;
+  }
+  EXPECT_NE(unknown.value("summary", "").find("unknown to the restored controller"),
+            std::string::npos)
+      << unknown.dump();
+  EXPECT_GE(pool_->gpooldLogLines("job " + std::to_string(lost[0].id) + " task 0 on " + node), 1);
   std::vector<Submission> fresh = pool_->submit(plans("fresh", 1, 300));
   ASSERT_EQ(acked(fresh), 1);
   figures_.values["lost_id"] = lost[0].id;
@@ -118,6 +156,72 @@ TEST_F(SystemTest, AdminRestoreWhileTasksRunKeepsThemAndReusesNoId) {
   CheckResult r = judge(judged, options);
   EXPECT_TRUE(r.ok()) << r.summary();
   EXPECT_EQ(r.final_states["COMPLETED"], 2) << r.summary();
+}
+
+// Issue 22: a job asking for a CUDA version (--min-cuda) that no server's driver supports (the
+// simulated GPUs' driver supports CUDA 12.4) waits, its reason naming min_cuda, and admins get
+// the cuda_below_need alert naming the version, the job and the newest driver; a job asking for
+// 12.4 runs beside it.
+TEST_F(SystemTest, MinCudaThatNoServerMeetsIsReportedToItsUserAndToAdmins) {
+  PoolOptions pool_options;
+  pool_options.controller_sections = {"[alerts]", "evaluate_every = \"1s\""};
+  ASSERT_NO_FATAL_FAILURE(startPool(pool_options));
+  std::vector<JobPlan> too_new = plans("too-new", 1, 300);
+  too_new[0].min_cuda = "99.0";
+  std::vector<JobPlan> fits = plans("fits", 1, 300);
+  fits[0].min_cuda = "12.4";
+  std::vector<Submission> waiting = pool_->submit(too_new);
+  ASSERT_EQ(acked(waiting), 1);
+  std::vector<Submission> runs = pool_->submit(fits);
+  ASSERT_EQ(acked(runs), 1);
+  const std::string id = std::to_string(waiting[0].id);
+
+  json job;
+  waitFor(
+      [&] {
+        Result<json> j = pool_->job(waiting[0].id);
+        if (!j.ok() || j->value("reason", "") != "BadConstraints") return false;
+        job = *j;
+        return true;
+      },
+      seconds(20), milliseconds(100));
+  EXPECT_EQ(job.value("state", ""), "PENDING") << job.dump();
+  EXPECT_NE(job.value("reason_detail", "").find("min_cuda"), std::string::npos) << job.dump();
+
+  json alert;
+  waitFor(
+      [&] {
+        Result<json> alerts = pool_->get("/v1/alerts");
+        if (!alerts.ok()) return false;
+        for (const json& a : alerts->value("alerts", json::array())) {
+          if (a.value("rule", "") == "cuda_below_need") alert = a;
+        }
+        return !alert.is_null();
+      },
+      seconds(20), milliseconds(100));
+  ASSERT_FALSE(alert.is_null()) << "no cuda_below_need alert";
+  EXPECT_EQ(alert.value("alertname", ""), "CudaBelowJobNeed") << alert.dump();
+  EXPECT_EQ(alert["labels"].value("min_cuda", ""), "99.0") << alert.dump();
+  const std::string summary = alert.value("summary", "");
+  EXPECT_NE(summary.find("1 pending job asks for CUDA 99.0 or newer (job " + id + " of "),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("the newest: CUDA 12.4 on h"), std::string::npos) << summary;
+
+  // The job whose need a server meets is not named, and runs.
+  waitFor(
+      [&] {
+        Result<json> j = pool_->job(runs[0].id);
+        return j.ok() && j->value("state", "") == "COMPLETED";
+      },
+      seconds(30), milliseconds(100));
+  EXPECT_EQ(pool_->job(runs[0].id)->value("state", ""), "COMPLETED");
+  Result<json> alerts = pool_->get("/v1/alerts");
+  ASSERT_TRUE(alerts.ok());
+  int cuda_alerts = 0;
+  for (const json& a : alerts->value("alerts", json::array()))
+    cuda_alerts += a.value("rule", "") == "cuda_below_need";
+  EXPECT_EQ(cuda_alerts, 1) << alerts->dump();
 }
 
 // The load scenario (long profile only): 200 agents (20 per host namespace, simulated GPUs),
