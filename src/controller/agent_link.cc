@@ -79,8 +79,8 @@ api::Node apiNodeFrom(const protocol::Hello& hello) {
   return n;
 }
 
-// A telemetry frame's GPUs as the TelemetryHistory takes them.
-std::vector<GpuReading> readingsFrom(const protocol::Telemetry& t) {
+// A telemetry frame's GPUs as the TelemetryHistory takes them, received at `now`.
+std::vector<GpuReading> readingsFrom(const protocol::Telemetry& t, TimePoint now) {
   std::vector<GpuReading> out;
   out.reserve(t.gpus.size());
   for (const protocol::GpuSample& g : t.gpus) {
@@ -101,6 +101,12 @@ std::vector<GpuReading> readingsFrom(const protocol::Telemetry& t) {
     r.xid_errors = g.xid_errors;
     for (const protocol::GpuProcessSample& p : g.processes)
       r.processes.push_back(GpuProcessUse{p.pid, p.used_mib, p.job_id, p.task});
+    for (const protocol::SliceUsageSample& u : g.slices) {
+      SliceUse use{u.job_id, u.task, u.compute_used_permille, u.kernel_launches, std::nullopt};
+      // The agent says how long ago; the controller's clock says when.
+      if (u.since_last_launch_us) use.last_launch_at = now - Micros(*u.since_last_launch_us);
+      r.slices.push_back(use);
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -629,7 +635,7 @@ Status AgentLink::onTelemetry(const SessionPtr& session, const protocol::Telemet
                  tenants.status().toString());
     tenants = std::map<std::string, std::vector<GpuTenant>>{};
   }
-  telemetry_->ingest(session->node, now, readingsFrom(sample), *tenants);
+  telemetry_->ingest(session->node, now, readingsFrom(sample, now), *tenants);
   FinishedMinutes minutes = telemetry_->takeFinishedMinutes(now);
   if (!minutes.gpus.empty()) {
     Status s = store_.recordTelemetry(minutes.gpus);

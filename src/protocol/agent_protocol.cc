@@ -423,6 +423,18 @@ Status fromJson(const json& j, GpuProcessSample* out, std::string_view path) {
   return r.finish();
 }
 
+Status fromJson(const json& j, SliceUsageSample* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.integer("job_id", &out->job_id, Presence::kRequired, int64_t{0}, kMaxI64);
+  r.integer("task", &out->task, Presence::kRequired, uint32_t{0}, kMaxTaskIndex);
+  r.integer("compute_used_permille", &out->compute_used_permille, Presence::kOptional, uint32_t{0},
+            uint32_t{1000});
+  r.integer("kernel_launches", &out->kernel_launches, Presence::kOptional, uint64_t{0},
+            uint64_t{1} << 62);
+  r.optionalInteger("since_last_launch_us", &out->since_last_launch_us, int64_t{0}, kMaxI64);
+  return r.finish();
+}
+
 Status fromJson(const json& in, GpuSample* out, std::string_view path) {
   json j = in;
   GPOOL_RETURN_IF_ERROR(takeNumber(j, "power_w", &out->power_w, path));
@@ -448,6 +460,7 @@ Status fromJson(const json& in, GpuSample* out, std::string_view path) {
   r.optionalInteger("ecc_corrected", &out->ecc_corrected, uint64_t{0}, uint64_t{1} << 62);
   r.optionalInteger("ecc_uncorrected", &out->ecc_uncorrected, uint64_t{0}, uint64_t{1} << 62);
   r.objectList("processes", &out->processes, Presence::kOptional, 4096);
+  r.objectList("slices", &out->slices, Presence::kOptional, 4096);
   return r.finish();
 }
 
@@ -459,20 +472,34 @@ json toJson(const GpuSample& g) {
     if (p.task) e["task"] = *p.task;
     processes.push_back(std::move(e));
   }
-  return json{{"uuid", g.uuid},
-              {"index", g.index},
-              {"utilization_pct", g.utilization_pct},
-              {"memory_utilization_pct", g.memory_utilization_pct},
-              {"memory_used_mib", g.memory_used_mib},
-              {"memory_total_mib", g.memory_total_mib},
-              {"temperature_c", g.temperature_c},
-              {"power_w", g.power_w},
-              {"sm_clock_mhz", g.sm_clock_mhz},
-              {"memory_clock_mhz", g.memory_clock_mhz},
-              {"ecc_corrected", g.ecc_corrected ? json(*g.ecc_corrected) : json(nullptr)},
-              {"ecc_uncorrected", g.ecc_uncorrected ? json(*g.ecc_uncorrected) : json(nullptr)},
-              {"xid_errors", g.xid_errors},
-              {"processes", std::move(processes)}};
+  json out{{"uuid", g.uuid},
+           {"index", g.index},
+           {"utilization_pct", g.utilization_pct},
+           {"memory_utilization_pct", g.memory_utilization_pct},
+           {"memory_used_mib", g.memory_used_mib},
+           {"memory_total_mib", g.memory_total_mib},
+           {"temperature_c", g.temperature_c},
+           {"power_w", g.power_w},
+           {"sm_clock_mhz", g.sm_clock_mhz},
+           {"memory_clock_mhz", g.memory_clock_mhz},
+           {"ecc_corrected", g.ecc_corrected ? json(*g.ecc_corrected) : json(nullptr)},
+           {"ecc_uncorrected", g.ecc_uncorrected ? json(*g.ecc_uncorrected) : json(nullptr)},
+           {"xid_errors", g.xid_errors},
+           {"processes", std::move(processes)}};
+  // Written only when a slice task under the interposer holds this GPU.
+  if (!g.slices.empty()) {
+    json slices = json::array();
+    for (const SliceUsageSample& s : g.slices) {
+      json e{{"job_id", s.job_id},
+             {"task", s.task},
+             {"compute_used_permille", s.compute_used_permille},
+             {"kernel_launches", s.kernel_launches}};
+      if (s.since_last_launch_us) e["since_last_launch_us"] = *s.since_last_launch_us;
+      slices.push_back(std::move(e));
+    }
+    out["slices"] = std::move(slices);
+  }
+  return out;
 }
 
 Status fromJson(const json& j, Telemetry* out, std::string_view path) {

@@ -1038,6 +1038,61 @@ TEST_F(SliceEnforcementTest, OtherUsersCannotReachARegionAndTheTaskCannotRaiseIt
   EXPECT_TRUE(waitState(id, "CANCELLED"));
 }
 
+// Per-slice metrics through the real daemons (issue 22): a quarter-GPU task launches kernels
+// through the interposer over the fake libcuda for 3 s or more, then only sleeps. gpoold's
+// /metrics shows its compute used (non-zero while it launches) and a recent last launch, then
+// the time since that launch growing and nothing used.
+TEST_F(SliceEnforcementTest, SliceMetricsShowComputeUsedThenTheTimeSinceTheLastLaunchGrowing) {
+  const std::string done = dir_.file("spun");
+  int64_t id = submitAsUser(client() + " direct spin 2000 1500 kernel > " + dir_.file("spin") +
+                                " && touch " + done + " && exec sleep 1000",
+                            250, fakeGpuEnv(), 1024);
+  ASSERT_GT(id, 0);
+  // This job's sample of `metric` on the page, or nullopt.
+  const std::string job_label = "hpc_job=\"" + std::to_string(id) + "\"";
+  auto value = [&](const std::string& metric) -> std::optional<double> {
+    auto r = http_->get("/metrics");
+    if (!r.ok() || r->status != 200) return std::nullopt;
+    std::istringstream lines(r->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(metric + "{", 0) == 0 && line.find(job_label) != std::string::npos) {
+        return std::stod(line.substr(line.rfind(' ') + 1));
+      }
+    }
+    return std::nullopt;
+  };
+  std::optional<double> used, since;
+  ASSERT_TRUE(eventually([&] {
+    used = value("gpool_slice_compute_used_ratio");
+    since = value("gpool_slice_since_last_kernel_launch_seconds");
+    return used && *used > 0 && since && *since < 2.5;
+  })) << "used "
+      << used.value_or(-1) << ", since " << since.value_or(-1) << "; " << job(id).dump()
+      << slurp(dir_.file("spin"));
+  EXPECT_LE(*used, 1.0);
+  EXPECT_EQ(value("gpool_slice_compute_share_ratio"), 0.25);
+
+  // Done launching: every launch counted, nothing used, and the time since grows.
+  ASSERT_TRUE(eventually([&] { return ::access(done.c_str(), F_OK) == 0; }))
+      << slurp(dir_.file("spin"));
+  ASSERT_TRUE(eventually([&] {
+    used = value("gpool_slice_compute_used_ratio");
+    since = value("gpool_slice_since_last_kernel_launch_seconds");
+    return used == 0.0 && since && *since >= 1.5;
+  })) << "used "
+      << used.value_or(-1) << ", since " << since.value_or(-1);
+  EXPECT_EQ(value("gpool_slice_kernel_launches_total"), 1500.0);
+  const double earlier = *since;
+  ASSERT_TRUE(eventually([&] {
+    since = value("gpool_slice_since_last_kernel_launch_seconds");
+    return since && *since >= earlier + 1;
+  })) << "since "
+      << since.value_or(-1) << " after " << earlier;
+  auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+  ASSERT_TRUE(cancel.ok());
+  EXPECT_TRUE(waitState(id, "CANCELLED"));
+}
+
 // Jobs with an image (docs/containers.md): the real gpoold and gpool-agent with cgroups, real
 // Podman with the OCI runtime that works here (runc on hybrid-cgroup hosts), and an image the
 // test builds itself from Debian's static busybox (no registry is reachable). Skips, saying

@@ -153,6 +153,8 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   s.ecc_corrected = 2;
   s.xid_errors = {79, 48};
   s.processes = {GpuProcessSample{1234, 11000, 123, 2}, GpuProcessSample{999, 50, {}, {}}};
+  s.slices = {SliceUsageSample{123, 2, 240, 5000, 1'500'000},
+              SliceUsageSample{124, 0, 0, 0, std::nullopt}};
   t.gpus = {s, GpuSample{}};
   t.gpus[1].uuid = "GPU-bbbb";
   expectRoundTrip(t);
@@ -404,6 +406,14 @@ TEST(AgentProtocolTest, TelemetryIsChecked) {
   body = toJson(t);
   body["gpus"][0]["utilization_pct"] = 101;
   EXPECT_NE(decodeError<Telemetry>(body).find("gpus[0].utilization_pct"), std::string::npos);
+  body = toJson(t);
+  body["gpus"][0]["slices"] = json::array({{{"job_id", 7}, {"compute_used_permille", 1001}}});
+  EXPECT_NE(decodeError<Telemetry>(body).find("gpus[0].slices[0].task"), std::string::npos)
+      << decodeError<Telemetry>(body);
+  body["gpus"][0]["slices"][0]["task"] = 0;
+  EXPECT_NE(decodeError<Telemetry>(body).find("gpus[0].slices[0].compute_used_permille"),
+            std::string::npos)
+      << decodeError<Telemetry>(body);
 }
 
 TEST(AgentProtocolTest, WelcomeAndLeaseAreChecked) {
