@@ -457,6 +457,10 @@ Status Agent::onWelcome(const protocol::Welcome& m) {
     if (m.config->telemetry_interval_s)
       options_.telemetry_interval = Micros(*m.config->telemetry_interval_s * 1'000'000);
     if (m.config->stray_policy) options_.kill_strays = *m.config->stray_policy == "kill";
+    if (m.config->stray_grace_s) {
+      options_.stray_grace = Micros(*m.config->stray_grace_s * 1'000'000);
+      strays_.setGrace(options_.stray_grace);
+    }
   }
   // The welcome answers this connection's hello: the lease runs from when that left.
   fence_->recordContact(hello_sent_);
@@ -1040,6 +1044,11 @@ void Agent::sampleAndCheck(TimePoint now) {
     addSliceUsage(telemetry);
     send(telemetry);
     std::vector<gpu::Finding> hygiene = gpu::findStrayProcesses(*sample, own, options_.hygiene);
+    // Who runs each process found, read before any is killed (then it is gone).
+    std::map<int, std::string> users;
+    for (const gpu::Finding& f : hygiene) {
+      if (f.pid > 0 && !users.count(f.pid)) users[f.pid] = processUserName(f.pid);
+    }
     std::vector<gpu::Finding> lasting = strays_.update(hygiene, now);
     // The backstop kills what stays unowned on a running slice's GPU even when strays are only
     // reported elsewhere: such a process may be a task's own that escaped its process tree.
@@ -1071,6 +1080,7 @@ void Agent::sampleAndCheck(TimePoint now) {
       } else if (f.pid != 0) {
         m.action = "reported";
       }
+      if (f.pid > 0) m.user = users[f.pid];
       findings.push_back(std::move(m));
     }
     sliceBackstop(held, &findings);

@@ -527,6 +527,7 @@ Status fromJson(const json& j, Finding* out, std::string_view path) {
   r.boolean("unhealthy", &out->unhealthy);
   r.string("message", &out->message);
   r.string("action", &out->action);
+  r.string("user", &out->user);
   return r.finish();
 }
 
@@ -535,6 +536,7 @@ json toJson(const Finding& f) {
          {"pid", f.pid},        {"used_mib", f.used_mib}, {"unhealthy", f.unhealthy},
          {"message", f.message}};
   if (!f.action.empty()) j["action"] = f.action;
+  if (!f.user.empty()) j["user"] = f.user;
   return j;
 }
 
@@ -625,6 +627,7 @@ Status fromJson(const json& j, WelcomeConfig* out, std::string_view path) {
   r.optionalInteger("heartbeat_interval_s", &out->heartbeat_interval_s, int64_t{1}, int64_t{3600});
   r.optionalInteger("telemetry_interval_s", &out->telemetry_interval_s, int64_t{1}, int64_t{3600});
   r.optionalString("stray_policy", &out->stray_policy);
+  r.optionalInteger("stray_grace_s", &out->stray_grace_s, int64_t{0}, int64_t{86'400});
   if (out->stray_policy) {
     r.check(*out->stray_policy == "report" || *out->stray_policy == "kill", "stray_policy",
             "expected \"report\" or \"kill\"");
@@ -657,6 +660,7 @@ json toJson(const Welcome& m) {
     if (m.config->telemetry_interval_s)
       config["telemetry_interval_s"] = *m.config->telemetry_interval_s;
     if (m.config->stray_policy) config["stray_policy"] = *m.config->stray_policy;
+    if (m.config->stray_grace_s) config["stray_grace_s"] = *m.config->stray_grace_s;
     j["config"] = std::move(config);
   }
   return j;

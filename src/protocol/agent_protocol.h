@@ -291,6 +291,7 @@ struct Finding {
   bool unhealthy = false;
   std::string message;
   std::string action;  // "reported", "killed", "kill failed: ..."; "" none
+  std::string user;    // a process finding: who runs it ("#<uid>" without a name; "" unknown)
 
   bool operator==(const Finding&) const = default;
 };
@@ -356,6 +357,8 @@ struct WelcomeConfig {
   std::optional<int64_t> heartbeat_interval_s;
   std::optional<int64_t> telemetry_interval_s;
   std::optional<std::string> stray_policy;  // "report" or "kill"
+  // How long a stray lasts before the policy acts on it (the agent's default: 30 s).
+  std::optional<int64_t> stray_grace_s;
 
   bool operator==(const WelcomeConfig&) const = default;
 };

@@ -1724,6 +1724,18 @@ Result<std::vector<AuditEvent>> SqlStore::auditEvents(int64_t after_seq, int32_t
   return out;
 }
 
+Status SqlStore::recordAuditEvent(const AuditEvent& event) {
+  if (event.actor.empty() || event.action.empty()) {
+    return Status::invalidArgument("recordAuditEvent: an audit event needs an actor and an action");
+  }
+  return transact(true, [&](Txn& tx) -> Status {
+    return tx.exec(
+        "INSERT INTO audit_events (time, actor, action, subject, detail) VALUES ($1, $2, $3, $4, "
+        "$5)",
+        {micros(event.time), event.actor, event.action, event.subject, event.detail});
+  });
+}
+
 Status SqlStore::upsertQos(const QosRecord& qos) {
   if (qos.name.empty()) return Status::invalidArgument("upsertQos: empty QoS name");
   return transact(true, [&](Txn& tx) -> Status {

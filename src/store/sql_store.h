@@ -155,6 +155,7 @@ class SqlStore : public Store {
   Status deleteQuota(QuotaSubject subject, const std::string& name, const std::string& actor,
                      TimePoint now) override;
   Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) override;
+  Status recordAuditEvent(const AuditEvent& event) override;
   Status upsertQos(const QosRecord& qos) override;
   Result<std::vector<QosRecord>> listQos() override;
   Status deleteQos(const std::string& name) override;

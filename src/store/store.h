@@ -529,6 +529,10 @@ class Store {
                              const std::string& actor, TimePoint now) = 0;
   // Audit events with seq > `after_seq`, oldest first, at most `limit` (1..kMaxPageSize).
   virtual Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) = 0;
+  // Appends one audit event of something done outside the store (an agent's kill of a stray
+  // process); `event.seq` is ignored (the store numbers it). InvalidArgument when `actor` or
+  // `action` is empty.
+  virtual Status recordAuditEvent(const AuditEvent& event) = 0;
   virtual Status upsertQos(const QosRecord& qos) = 0;
   virtual Result<std::vector<QosRecord>> listQos() = 0;
   // NotFound when no such QoS exists.

@@ -40,6 +40,7 @@
 #include <tuple>
 #include <vector>
 
+#include <sqlite3.h>
 #include <nlohmann/json.hpp>
 
 #include "api/job_spec.h"
@@ -1091,6 +1092,103 @@ TEST_F(SliceEnforcementTest, SliceMetricsShowComputeUsedThenTheTimeSinceTheLastL
   auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
   ASSERT_TRUE(cancel.ok());
   EXPECT_TRUE(waitState(id, "CANCELLED"));
+}
+
+// The rows `sql` selects from gpoold's SQLite store at `db`, each as its columns joined by '|'
+// (read-only, beside the running gpoold: what the store keeps that no route shows).
+std::vector<std::string> queryStore(const std::string& db, const std::string& sql) {
+  std::vector<std::string> out;
+  sqlite3* handle = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(handle);
+    return out;
+  }
+  sqlite3_busy_timeout(handle, 5000);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(handle, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::string row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const unsigned char* text = sqlite3_column_text(st, c);
+        row += (c ? "|" : "") + std::string(text ? reinterpret_cast<const char*>(text) : "");
+      }
+      out.push_back(row);
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(handle);
+  return out;
+}
+
+// A stray through the real daemons (issue 22): another user's real process holds memory on the
+// simulated GPU (through the fake libcuda, outside gpool). The alert names its user; with
+// stray_policy = "kill" its agent kills it after the grace, and gpoold writes an audit event of
+// the kill naming pid, user, GPU, memory and node.
+class StrayKillTest : public SliceEnforcementTest {
+ protected:
+  std::string extraConfig() const override {
+    return "telemetry_interval = \"1s\"\nstray_policy = \"kill\"\nstray_grace = \"2s\"\n";
+  }
+  std::string extraSections() const override {
+    return "[alerts]\nevaluate_every = \"1s\"\n[alerts.stray_process]\nfor = \"0s\"\n";
+  }
+};
+
+TEST_F(StrayKillTest, AStrayIsReportedWithItsUserThenKilledAndTheKillAudited) {
+  const char* kOther = "gpool-test-bob";
+  std::string why = ensureUser(kOther);
+  if (!why.empty()) GTEST_SKIP() << why;
+  const passwd* other = ::getpwnam(kOther);
+  ASSERT_NE(other, nullptr);
+  std::vector<std::string> args{"/usr/bin/env"};
+  for (const auto& [k, v] : fakeGpuEnv())
+    args.push_back(k + "=" + v);
+  for (const std::string& a :
+       {client(), std::string("direct"), std::string("hold"), std::string("512")}) {
+    args.push_back(a);
+  }
+  Child stray = spawn(args, true, other->pw_uid, other->pw_gid);
+  ASSERT_GT(stray.pid, 0);
+  ASSERT_EQ(readLine(stray.out), "held_mib 512");
+  const std::string pid = std::to_string(stray.pid);
+
+  // Reported with its user (before the grace ends), then killed.
+  std::optional<json> alert;
+  ASSERT_TRUE(eventually([&] {
+    auto r = http_->get("/v1/alerts?state=all");
+    if (!r.ok() || r->status != 200) return false;
+    const json listed = json::parse(r->body);
+    for (const json& a : listed["alerts"]) {
+      if (a["alertname"] == "StrayGpuProcess" && a["labels"].value("pid", "") == pid) alert = a;
+    }
+    return alert.has_value();
+  }));
+  EXPECT_EQ((*alert)["labels"].value("process_user", ""), kOther) << alert->dump();
+  EXPECT_NE((*alert)["summary"].get<std::string>().find("(user gpool-test-bob)"), std::string::npos)
+      << alert->dump();
+  int status = 0;
+  ASSERT_TRUE(eventually([&] { return ::waitpid(stray.pid, &status, WNOHANG) == stray.pid; }))
+      << "the stray was not killed";
+  ::fclose(stray.out);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+
+  // One audit event of the kill.
+  std::vector<std::string> audit;
+  ASSERT_TRUE(eventually([&] {
+    audit = queryStore(dir_.file("gpool.db"),
+                       "SELECT actor, subject, detail FROM audit_events WHERE action = "
+                       "'kill_stray_process' ORDER BY seq");
+    return !audit.empty();
+  }));
+  ASSERT_EQ(audit.size(), 1u);
+  const std::string& row = audit[0];
+  EXPECT_EQ(row.rfind("agent:n1|n1/0 pid " + pid + "|", 0), 0u) << row;
+  json detail = json::parse(row.substr(row.find('|', row.find('|') + 1) + 1), nullptr, false);
+  EXPECT_EQ(detail.value("pid", 0), stray.pid) << row;
+  EXPECT_EQ(detail.value("user", ""), kOther) << row;
+  EXPECT_EQ(detail.value("node", ""), "n1") << row;
+  EXPECT_EQ(detail.value("gpu", -1), 0) << row;
+  EXPECT_GE(detail.value("used_mib", 0), 512) << row;  // and the context the fake charges
 }
 
 // Jobs with an image (docs/containers.md): the real gpoold and gpool-agent with cgroups, real

@@ -159,9 +159,9 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   t.gpus[1].uuid = "GPU-bbbb";
   expectRoundTrip(t);
 
-  expectRoundTrip(Health{{Finding{"xid", "critical", "GPU-aaaa", 0, 0, true, "XID 79", ""},
+  expectRoundTrip(Health{{Finding{"xid", "critical", "GPU-aaaa", 0, 0, true, "XID 79", "", ""},
                           Finding{"stray_process", "warning", "GPU-bbbb", 777, 512, false,
-                                  "process 777 belongs to no task", "killed"}},
+                                  "process 777 belongs to no task", "killed", "bob"}},
                          1'700'000'000'000'000});
   std::string bytes("line 1\nline \0 2\xff\n", 16);
   expectRoundTrip(LogData{5, 123, 2, 9, "stderr", 1024, true, 4096, bytes, ""});
@@ -171,7 +171,7 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   expectRoundTrip(Error{"invalid_argument", "body.node.bogus: unknown field", 17});
 
   expectRoundTrip(Welcome{12, "node.5.secret", LeaseTerms{10, 2, 3},
-                          WelcomeConfig{2, 10, std::string("kill")}});
+                          WelcomeConfig{2, 10, std::string("kill"), 5}});
   expectRoundTrip(Welcome{12, "", std::nullopt, std::nullopt});
   expectRoundTrip(DesiredState{12, {anEntry(), anEntry()}, false});
   expectRoundTrip(DesiredState{13, {}, true});
@@ -419,7 +419,7 @@ TEST(AgentProtocolTest, TelemetryIsChecked) {
 TEST(AgentProtocolTest, WelcomeAndLeaseAreChecked) {
   json welcome = toJson(Welcome{1, "", LeaseTerms{0, std::nullopt, std::nullopt}, std::nullopt});
   EXPECT_NE(decodeError<Welcome>(welcome).find("lease.duration_s"), std::string::npos);
-  welcome = toJson(Welcome{1, "", std::nullopt, WelcomeConfig{{}, {}, std::string("ignore")}});
+  welcome = toJson(Welcome{1, "", std::nullopt, WelcomeConfig{{}, {}, std::string("ignore"), {}}});
   EXPECT_EQ(decodeError<Welcome>(welcome), "config.stray_policy: expected \"report\" or \"kill\"");
   EXPECT_EQ(decodeError<Lease>(json{{"node_epoch", 1}, {"renews", 3}}),
             "valid_until: required field is missing");
