@@ -366,6 +366,11 @@ CREATE INDEX alert_events_alert ON alert_events (alert_id, seq);
                 "BIGINT NOT NULL, epoch BIGINT NOT NULL, incarnation BIGINT NOT NULL, state TEXT "
                 "NOT NULL, placement_json TEXT NOT NULL, start_time BIGINT, end_time BIGINT, "
                 "PRIMARY KEY (job_id, attempt))"},
+      // Since when each RUNNING job's GPUs have been idle (controller idle reclaim), so that a
+      // gpoold restart does not start the count again. No foreign key: rows go with their job's
+      // end, removed by the controller.
+      Migration{10, "job_idle",
+                "CREATE TABLE job_idle (job_id BIGINT PRIMARY KEY, since BIGINT NOT NULL)"},
   };
 }
 
@@ -1344,6 +1349,31 @@ Result<std::vector<GpuHold>> SqlStore::listGpuHolds() {
     out.clear();
     for (auto& r : rows)
       out.push_back({r.text(0), r.text(1), r.text(2), fromUnixMicros(r.integer(3))});
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idle reclaim
+
+Status SqlStore::setJobIdleSince(int64_t job_id, std::optional<TimePoint> since) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM job_idle WHERE job_id = $1", {job_id}));
+    if (!since) return Status::ok();
+    return tx.exec("INSERT INTO job_idle (job_id, since) VALUES ($1, $2)",
+                   {job_id, micros(*since)});
+  });
+}
+
+Result<std::map<int64_t, TimePoint>> SqlStore::jobsIdleSince() {
+  std::map<int64_t, TimePoint> out;
+  Status s = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT job_id, since FROM job_idle"));
+    out.clear();
+    for (auto& r : rows)
+      out[r.integer(0)] = fromUnixMicros(r.integer(1));
     return Status::ok();
   });
   if (!s.isOk()) return s;

@@ -25,6 +25,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1189,6 +1191,62 @@ TEST_F(StrayKillTest, AStrayIsReportedWithItsUserThenKilledAndTheKillAudited) {
   EXPECT_EQ(detail.value("node", ""), "n1") << row;
   EXPECT_EQ(detail.value("gpu", -1), 0) << row;
   EXPECT_GE(detail.value("used_mib", 0), 512) << row;  // and the context the fake charges
+}
+
+// Idle reclaim across a gpoold restart (issue 22): the idle time is kept in the store, so a job
+// idle before the restart is flagged and reclaimed counting from when it became idle, not from
+// the restart. `after` 4 s, grace 1 s; gpoold is restarted as soon as the store has the job's
+// idle-since (well within `after`).
+class IdleRestartTest : public AgentEndToEndTest {
+ protected:
+  std::string extraConfig() const override { return "telemetry_interval = \"1s\"\n"; }
+  std::string extraSections() const override {
+    return "[idle_reclaim]\nenabled = true\nafter = \"4s\"\ngrace = \"1s\"\n";
+  }
+  void restartGpoold() {
+    ASSERT_EQ(stop(gpoold_), 0);
+    gpoold_ = spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config",
+                     dir_.file("gpoold.toml")},
+                    true);
+    for (std::string line = readLine(gpoold_.out); line != "ready"; line = readLine(gpoold_.out))
+      ASSERT_FALSE(line.empty()) << "gpoold did not start again";
+  }
+};
+
+TEST_F(IdleRestartTest, AJobIdleBeforeARestartIsReclaimedCountingFromWhenItBecameIdle) {
+  api::JobSpec spec;
+  spec.name = "idle";
+  spec.command = {"/bin/sh", "-c", "exec sleep 1000"};
+  spec.working_dir = dir_.path();
+  spec.resources.gpus_milli = 1000;
+  spec.env = {{"GPOOL_SIM_LOAD", "0"}};
+  const int64_t id = submitSpecAsUser(spec);
+  ASSERT_GT(id, 0);
+  const std::string row = "SELECT since FROM job_idle WHERE job_id = " + std::to_string(id);
+  std::vector<std::string> since;
+  ASSERT_TRUE(eventually([&] { return !(since = queryStore(dir_.file("gpool.db"), row)).empty(); }))
+      << job(id).dump();
+  const int64_t idle_since_s = std::stoll(since[0]) / 1'000'000;
+  ASSERT_EQ(job(id).value("reason", "").rfind("Idle: ", 0), std::string::npos)
+      << "flagged before the restart (the machine took 4 s to get here): " << job(id).dump();
+  restartGpoold();
+
+  // Flagged with the idle time counted from before the restart.
+  std::string reason;
+  ASSERT_TRUE(eventually([&] {
+    reason = job(id).value("reason", "");
+    return reason.rfind("Idle: every GPU at 0 % since ", 0) == 0;
+  })) << job(id).dump();
+  std::tm tm{};
+  ASSERT_NE(::strptime(reason.c_str() + std::strlen("Idle: every GPU at 0 % since "),
+                       "%Y-%m-%d %H:%M:%S UTC", &tm),
+            nullptr)
+      << reason;
+  EXPECT_EQ(static_cast<int64_t>(::timegm(&tm)), idle_since_s) << reason;
+  ASSERT_TRUE(waitState(id, "PREEMPTED")) << job(id).dump();
+  EXPECT_NE(job(id).value("reason", "").find("idle reclaim"), std::string::npos) << job(id).dump();
+  // The row goes with the job's run.
+  EXPECT_TRUE(eventually([&] { return queryStore(dir_.file("gpool.db"), row).empty(); }));
 }
 
 // Jobs with an image (docs/containers.md): the real gpoold and gpool-agent with cgroups, real
