@@ -768,11 +768,15 @@ class TwoNodePoolTest : public ::testing::Test {
     }
   }
 
+  // The GPUs of `node`'s agent.
+  virtual std::string fixtureOf(const std::string& node) {
+    (void)node;
+    return std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
+  }
   void startAgent(const std::string& node) {
     agents_[node] = spawn(
         {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", node, "--unix-socket",
-         socket_, "--state-dir", dir_.file("state-" + node), "--fake-fixture",
-         std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json",
+         socket_, "--state-dir", dir_.file("state-" + node), "--fake-fixture", fixtureOf(node),
          "--supervisor", std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
          "--vgpu-dir", dir_.file("vgpu-" + node), "--no-cgroups"},
         false);
@@ -794,6 +798,10 @@ class TwoNodePoolTest : public ::testing::Test {
     spec.working_dir = dir_.path();
     spec.resources.gpus_milli = 1000 * gpus;
     spec.preemptible = preemptible;
+    return submitSpec(spec);
+  }
+  // Submits `spec` as the test user.
+  int64_t submitSpec(const api::JobSpec& spec) {
     std::string body = api::toJson(spec).dump();
     std::string response = testing::rawRequestAs(
         uid_, gid_, socket_,
@@ -930,6 +938,79 @@ TEST_F(AgentEndToEndTest, ASliceWaitsForANodeThatEnforcesSlices) {
   EXPECT_EQ(j["reason"], "BadConstraints") << j.dump();
   EXPECT_NE(j.value("reason_detail", "").find("only on nodes that enforce them"), std::string::npos)
       << j.dump();
+}
+
+// --min-cuda through the real daemons (issue 22): n1's driver is 470 / CUDA 11.4, n2's 550 /
+// CUDA 12.4 (the fixture's). A job needing CUDA 12.2 runs on n2 only, also when n1 is free and
+// listed first; one needing 12.9 waits, its reason naming min_cuda.
+class MinCudaPoolTest : public TwoNodePoolTest {
+ protected:
+  std::string fixtureOf(const std::string& node) override {
+    std::string fixture = TwoNodePoolTest::fixtureOf(node);
+    if (node != "n1") return fixture;
+    json j = json::parse(slurp(fixture));
+    j["driver_version"] = "470.256.02";
+    j["cuda_driver_version"] = "11.4";
+    const std::string path = dir_.file("cuda-11.4.json");
+    std::ofstream(path) << j.dump();
+    return path;
+  }
+};
+
+TEST_F(MinCudaPoolTest, AJobNeedingCuda122RunsOnlyOnTheNodeThatHasIt) {
+  auto nodes = http_->get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  std::map<std::string, std::string> cuda;
+  const json listed = json::parse(nodes->body);
+  for (const json& n : listed["nodes"])
+    cuda[n.value("name", "")] = n["gpus"][0].value("cuda_version", "");
+  ASSERT_EQ(cuda["n1"], "11.4") << nodes->body;
+  ASSERT_EQ(cuda["n2"], "12.4") << nodes->body;
+  // Nine one-GPU jobs needing 12.2: eight take n2's eight GPUs, none of n1's, and the ninth
+  // waits though all of n1 is free.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 9; ++i) {
+    api::JobSpec spec;
+    spec.name = "cuda";
+    spec.command = {"/bin/sh", "-c", "exec sleep 1000"};
+    spec.working_dir = dir_.path();
+    spec.resources.gpus_milli = 1000;
+    spec.resources.cpus_milli = 100;
+    spec.constraints.min_cuda = api::CudaVersion{12, 2};
+    ids.push_back(submitSpec(spec));
+    ASSERT_GT(ids.back(), 0);
+  }
+  std::map<std::string, int> placed;
+  std::string waiting;
+  ASSERT_TRUE(eventually([&] {
+    placed.clear();
+    waiting.clear();
+    for (int64_t id : ids) {
+      const std::string node = nodeOf(id);
+      if (!node.empty()) {
+        ++placed[node];
+      } else if (job(id).value("reason", "") == "Resources") {
+        waiting = std::to_string(id);
+      }
+    }
+    return placed["n2"] == 8 && !waiting.empty();
+  })) << "n1 "
+      << placed["n1"] << ", n2 " << placed["n2"] << ", waiting " << waiting;
+  EXPECT_EQ(placed["n1"], 0);
+  // One needing 12.9 waits with min_cuda named.
+  api::JobSpec spec;
+  spec.name = "cuda";
+  spec.command = {"/bin/sh", "-c", "true"};
+  spec.working_dir = dir_.path();
+  spec.resources.gpus_milli = 1000;
+  spec.constraints.min_cuda = api::CudaVersion{12, 9};
+  const int64_t newer = submitSpec(spec);
+  ASSERT_GT(newer, 0);
+  ASSERT_TRUE(eventually([&] {
+    return job(newer).value("reason_detail", "").find("min_cuda") != std::string::npos;
+  })) << job(newer).dump();
+  EXPECT_EQ(job(newer).value("state", ""), "PENDING");
+  EXPECT_EQ(job(newer).value("reason", ""), "BadConstraints") << job(newer).dump();
 }
 
 // Slices through the real daemons with the interposer (issue 20, items 1-3). The agent reads its
