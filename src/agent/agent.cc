@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -458,6 +459,10 @@ Status Agent::onWelcome(const protocol::Welcome& m) {
     if (m.config->telemetry_interval_s)
       options_.telemetry_interval = Micros(*m.config->telemetry_interval_s * 1'000'000);
     if (m.config->stray_policy) options_.kill_strays = *m.config->stray_policy == "kill";
+    if (m.config->stray_grace_s) {
+      options_.stray_grace = Micros(*m.config->stray_grace_s * 1'000'000);
+      strays_.setGrace(options_.stray_grace);
+    }
   }
   // The welcome answers this connection's hello: the lease runs from when that left.
   fence_->recordContact(hello_sent_);
@@ -935,6 +940,64 @@ void Agent::simulateTenants(gpu::TelemetrySample& sample) {
   }
 }
 
+void Agent::addSliceUsage(protocol::Telemetry& telemetry) {
+  const Micros mono = clock_.monotonic();
+  // The interposer's control loop holds a lease on CLOCK_MONOTONIC (the host's, not the
+  // agent's injected clock): once it lapsed, no process of the task runs the loop and the last
+  // measured share is stale.
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t host_mono_us = static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+  for (auto& [name, t] : tasks_) {
+    if (!t.has_assignment || t.regions.empty() || t.gpus.empty() ||
+        isTerminal(t.info.status.state)) {
+      continue;
+    }
+    auto gpu = std::find_if(telemetry.gpus.begin(), telemetry.gpus.end(),
+                            [&](const protocol::GpuSample& g) { return g.uuid == t.gpus[0]; });
+    if (gpu == telemetry.gpus.end()) continue;
+    protocol::SliceUsageSample use;
+    use.job_id = t.assignment.job_id;
+    use.task = t.assignment.task;
+    bool read = false;
+    for (const std::string& path : t.regions) {
+      auto region = vgpu::ShmRegion::open(path);
+      if (!region.ok()) continue;  // not created yet, or removed: nothing to say
+      read = true;
+      const vgpu::ShmHeader* h = region->header();
+      // Exited processes' launches are in launches_total, live ones' in their slots. The task
+      // can write any number there: the sum saturates below what the protocol accepts.
+      auto add = [](uint64_t a, uint64_t b) {
+        constexpr uint64_t kMax = uint64_t{1} << 62;
+        return std::min(kMax, std::min(a, kMax) + std::min(b, kMax));
+      };
+      use.kernel_launches =
+          add(use.kernel_launches, h->launches_total.load(std::memory_order_relaxed));
+      for (const vgpu::ShmSlot& slot : h->slots) {
+        if (slot.pid.load(std::memory_order_relaxed) != 0) {
+          use.kernel_launches =
+              add(use.kernel_launches, slot.launches.load(std::memory_order_relaxed));
+        }
+      }
+      if (h->controller_lease_until_us.load(std::memory_order_relaxed) >= host_mono_us) {
+        use.compute_used_permille +=
+            std::min<uint32_t>(1000, h->measured_permille.load(std::memory_order_relaxed));
+      }
+    }
+    if (!read) continue;
+    use.compute_used_permille = std::min<uint32_t>(use.compute_used_permille, 1000);
+    // A process exiting adds its slot's count to the total before freeing the slot: read
+    // between the two, the sum counts that process twice (and the exit shows as a launch), then
+    // dips back; only a count above the largest seen is a launch.
+    if (use.kernel_launches > t.launches_seen) {
+      t.launches_seen = use.kernel_launches;
+      t.last_launch_seen = mono;
+    }
+    if (t.last_launch_seen) use.since_last_launch_us = (mono - *t.last_launch_seen).count();
+    gpu->slices.push_back(use);
+  }
+}
+
 void Agent::sampleAndCheck(TimePoint now) {
   auto inventory = backend_.inventory();
   if (inventory.ok()) inventory_ = *inventory;
@@ -989,8 +1052,14 @@ void Agent::sampleAndCheck(TimePoint now) {
         }
       }
     }
+    addSliceUsage(telemetry);
     send(telemetry);
     std::vector<gpu::Finding> hygiene = gpu::findStrayProcesses(*sample, own, options_.hygiene);
+    // Who runs each process found, read before any is killed (then it is gone).
+    std::map<int, std::string> users;
+    for (const gpu::Finding& f : hygiene) {
+      if (f.pid > 0 && !users.count(f.pid)) users[f.pid] = processUserName(f.pid);
+    }
     std::vector<gpu::Finding> lasting = strays_.update(hygiene, now);
     // The backstop kills what stays unowned on a running slice's GPU even when strays are only
     // reported elsewhere: such a process may be a task's own that escaped its process tree.
@@ -1022,6 +1091,7 @@ void Agent::sampleAndCheck(TimePoint now) {
       } else if (f.pid != 0) {
         m.action = "reported";
       }
+      if (f.pid > 0) m.user = users[f.pid];
       findings.push_back(std::move(m));
     }
     sliceBackstop(held, &findings);

@@ -166,6 +166,10 @@ class Agent {
     double sim_share = 1.0;
     double sim_load = 1.0;
     uint64_t sim_memory_mib = 0;  // 0: 70 % of its slice's memory (whole GPU: of the GPU's)
+    // Its regions' kernel launch count at the largest seen, and when (monotonic) the agent
+    // first saw it there: the last launch as far as the telemetry interval can tell.
+    uint64_t launches_seen = 0;
+    std::optional<Micros> last_launch_seen;
   };
 
   // Queues one message with the next sequence number.
@@ -215,6 +219,9 @@ class Agent {
   // Writes the lease as the fence now counts it into the lease file, for the supervisors.
   void publishLease();
   void sampleAndCheck(TimePoint now);
+  // Adds to `telemetry` what the interposer's regions of the running slice tasks say: compute
+  // used, launches, time since the last launch (docs/metrics.md, "Slices").
+  void addSliceUsage(protocol::Telemetry& telemetry);
   // The slice backstop over one sample: `held` is the GPU memory (MiB) the processes of each
   // slice task hold on its GPU, as the backend measured it. Ends (or reports) the tasks over
   // their quota plus tolerance; findings go to `findings`.

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace gpool::agent {
 
@@ -36,6 +38,32 @@ Result<UnixUser> lookupUnixUser(const std::string& name) {
   groups.resize(static_cast<size_t>(count));
   user.groups = std::move(groups);
   return user;
+}
+
+std::string processUserName(pid_t pid) {
+  if (pid <= 0) return "";
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  long long uid = -1;
+  while (std::getline(status, line)) {
+    // "Uid:\t<real>\t<effective>\t<saved>\t<filesystem>"
+    if (line.rfind("Uid:", 0) == 0) {
+      std::istringstream fields(line.substr(4));
+      if (!(fields >> uid)) uid = -1;
+      break;
+    }
+  }
+  if (uid < 0) return "";
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  int rc;
+  while ((rc = ::getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &found)) ==
+         ERANGE) {
+    buf.resize(buf.size() * 2);
+  }
+  if (rc != 0 || found == nullptr) return "#" + std::to_string(uid);
+  return pw.pw_name;
 }
 
 }  // namespace gpool::agent

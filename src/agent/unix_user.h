@@ -22,6 +22,11 @@ struct UnixUser {
 // Looks `name` up. NotFound when no such user exists. Thread-safe (getpwnam_r, getgrouplist).
 Result<UnixUser> lookupUnixUser(const std::string& name);
 
+// Who runs process `pid`: its real uid (the Uid line of /proc/PID/status) as a user name, or
+// "#<uid>" when the password database has none; "" when the process is gone or unreadable.
+// Thread-safe (getpwuid_r).
+std::string processUserName(pid_t pid);
+
 // Drops the calling process to `user`: setgroups, setgid, setuid, then checks that root cannot
 // be regained. For the child between fork and exec; async-signal-unsafe work (lookups) must be
 // done before. Returns the errno of the failing call, 0 on success. A process that is not root

@@ -79,8 +79,8 @@ api::Node apiNodeFrom(const protocol::Hello& hello) {
   return n;
 }
 
-// A telemetry frame's GPUs as the TelemetryHistory takes them.
-std::vector<GpuReading> readingsFrom(const protocol::Telemetry& t) {
+// A telemetry frame's GPUs as the TelemetryHistory takes them, received at `now`.
+std::vector<GpuReading> readingsFrom(const protocol::Telemetry& t, TimePoint now) {
   std::vector<GpuReading> out;
   out.reserve(t.gpus.size());
   for (const protocol::GpuSample& g : t.gpus) {
@@ -101,6 +101,12 @@ std::vector<GpuReading> readingsFrom(const protocol::Telemetry& t) {
     r.xid_errors = g.xid_errors;
     for (const protocol::GpuProcessSample& p : g.processes)
       r.processes.push_back(GpuProcessUse{p.pid, p.used_mib, p.job_id, p.task});
+    for (const protocol::SliceUsageSample& u : g.slices) {
+      SliceUse use{u.job_id, u.task, u.compute_used_permille, u.kernel_launches, std::nullopt};
+      // The agent says how long ago; the controller's clock says when.
+      if (u.since_last_launch_us) use.last_launch_at = now - Micros(*u.since_last_launch_us);
+      r.slices.push_back(use);
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -468,8 +474,9 @@ Status AgentLink::onHello(const SessionPtr& session, const protocol::Hello& hell
   welcome.node_credential = credential;
   welcome.lease = protocol::LeaseTerms{options_.lease_duration_s, options_.heartbeat_interval_s,
                                        options_.fence_grace_s};
-  welcome.config = protocol::WelcomeConfig{options_.heartbeat_interval_s,
-                                           options_.telemetry_interval_s, options_.stray_policy};
+  welcome.config =
+      protocol::WelcomeConfig{options_.heartbeat_interval_s, options_.telemetry_interval_s,
+                              options_.stray_policy, options_.stray_grace_s};
   send(session, welcome);
   SessionPtr older;
   {
@@ -635,7 +642,7 @@ Status AgentLink::onTelemetry(const SessionPtr& session, const protocol::Telemet
                  tenants.status().toString());
     tenants = std::map<std::string, std::vector<GpuTenant>>{};
   }
-  telemetry_->ingest(session->node, now, readingsFrom(sample), *tenants);
+  telemetry_->ingest(session->node, now, readingsFrom(sample, now), *tenants);
   FinishedMinutes minutes = telemetry_->takeFinishedMinutes(now);
   if (!minutes.gpus.empty()) {
     Status s = store_.recordTelemetry(minutes.gpus);
@@ -670,13 +677,29 @@ Status AgentLink::onHealth(const SessionPtr& session, const protocol::Health& m)
   for (const protocol::Finding& f : m.findings) {
     kept.push_back({f.check, f.severity, f.gpu_uuid, f.pid,
                     static_cast<uint64_t>(std::max<int64_t>(0, f.used_mib)), f.unhealthy, f.message,
-                    f.action, ""});
+                    f.action, f.user});
   }
+  std::vector<HealthFinding> killed;
   {
     // Kept for the alert engine (strays, memory left behind, lost GPUs) and for a GPU clear.
     std::lock_guard lock(findings_mu_);
-    findings_[session->node] = kept;
+    std::vector<HealthFinding>& before = findings_[session->node];
+    // A kill is in the frame of the sample that did it and possibly in a later one (the agent
+    // sends its findings again after a reconnect): audited when it first appears.
+    auto isKill = [](const HealthFinding& f) {
+      return f.action == "killed" && (f.check == "stray_process" || f.check == "dead_task_process");
+    };
+    for (const HealthFinding& f : kept) {
+      if (!isKill(f)) continue;
+      bool seen = std::any_of(before.begin(), before.end(), [&](const HealthFinding& b) {
+        return isKill(b) && b.gpu_uuid == f.gpu_uuid && b.pid == f.pid;
+      });
+      if (!seen) killed.push_back(f);
+    }
+    before = kept;
   }
+  for (const HealthFinding& f : killed)
+    auditKill(session->node, f);
   // An XID of the fatal kinds, or a GPU gone from the bus, holds the GPU out of scheduling
   // until an admin clears it: the agent reports an XID only in the sample that saw it, and a
   // GPU that fell off the bus may come back looking healthy.
@@ -693,6 +716,34 @@ Status AgentLink::onHealth(const SessionPtr& session, const protocol::Health& m)
     }
   }
   return applyHealth(session->node, kept);
+}
+
+void AgentLink::auditKill(const std::string& node, const HealthFinding& f) {
+  std::optional<uint32_t> index;
+  for (const api::Node& n : registry_.nodes()) {
+    if (n.name != node) continue;
+    for (const api::Gpu& g : n.gpus) {
+      if (g.uuid == f.gpu_uuid) index = g.index;
+    }
+  }
+  json detail{{"node", node},        {"gpu_uuid", f.gpu_uuid}, {"pid", f.pid},
+              {"user", f.user},      {"used_mib", f.used_mib}, {"check", f.check},
+              {"message", f.message}};
+  if (index) detail["gpu"] = *index;
+  store::AuditEvent event;
+  event.time = clock_.now();
+  event.actor = "agent:" + node;
+  event.action = "kill_stray_process";
+  event.subject =
+      node + "/" + (index ? std::to_string(*index) : f.gpu_uuid) + " pid " + std::to_string(f.pid);
+  event.detail = detail.dump();
+  spdlog::warn("node {}: the agent killed process {} (user {}) holding {} MiB on GPU {}", node,
+               f.pid, f.user.empty() ? "unknown" : f.user, f.used_mib,
+               index ? std::to_string(*index) : f.gpu_uuid);
+  // The kill happened whatever the store says; a lost record is logged, not retried.
+  if (Status s = store_.recordAuditEvent(event); !s.isOk()) {
+    spdlog::error("node {}: cannot audit the kill of process {}: {}", node, f.pid, s.toString());
+  }
 }
 
 Status AgentLink::reapplyHealth(const std::string& node) {

@@ -74,6 +74,8 @@ struct AgentLinkOptions {
   int64_t telemetry_interval_s = 10;
   // What the agents do with stray GPU processes: "report" or "kill" (welcome's config).
   std::string stray_policy = "report";
+  // How long a stray lasts before that policy acts (welcome's config).
+  int64_t stray_grace_s = 30;
   // How long the stored telemetry history is kept (store::pruneTelemetry), and how often it is
   // pruned.
   store::TelemetryRetention telemetry_retention;
@@ -172,6 +174,8 @@ class AgentLink final : public AgentGateway, public LogRelay {
   Status onTaskUpdate(const SessionPtr& session, const protocol::TaskUpdate& m);
   Status onTelemetry(const SessionPtr& session, const protocol::Telemetry& m);
   Status onHealth(const SessionPtr& session, const protocol::Health& m);
+  // Writes the audit event (and a log line) of a process the agent of `node` killed.
+  void auditKill(const std::string& node, const HealthFinding& f);
   Status onLogData(const SessionPtr& session, const protocol::LogData& m);
   // The registry's GPU health from a node's findings (onHealth, reapplyHealth).
   Status applyHealth(const std::string& node, const std::vector<HealthFinding>& findings);

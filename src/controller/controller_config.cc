@@ -240,6 +240,10 @@ Result<ControllerSettings> readControllerSettings(const std::string& path) {
   if (s.stray_policy != "off" && s.stray_policy != "report" && s.stray_policy != "kill") {
     ctl.fail("stray_policy", "must be off, report or kill");
   }
+  s.stray_grace_s = ctl.getDuration("stray_grace", 30);
+  if (s.stray_grace_s < 0 || s.stray_grace_s > 86'400) {
+    ctl.fail("stray_grace", "must be between 0s and 24h");
+  }
   if (s.telemetry_interval_s < 1 || s.telemetry_interval_s > 3600) {
     ctl.fail("telemetry_interval", "must be between 1s and 1h");
   }

@@ -128,9 +128,10 @@ struct ControllerSettings {
   // How often agents sample and send their GPUs' telemetry and health (welcome's config).
   int64_t telemetry_interval_s = 10;
   // What agents do with a process on a GPU that belongs to no task (or memory no process
-  // holds), once it has lasted the agent's grace (30 s): "report" (an alert), "kill" (killed,
-  // logged and alerted) or "off" (neither killed nor alerted).
+  // holds), once it has lasted `stray_grace`: "report" (an alert), "kill" (killed, logged,
+  // audited and alerted) or "off" (neither killed nor alerted).
   std::string stray_policy = "report";
+  int64_t stray_grace_s = 30;
   // Between SIGTERM at a lost node's lease end and SIGKILL of its fenced tasks (sent to the
   // agents in welcome), and the margin for clocks and kill latency: a lost node's jobs run
   // elsewhere only lease_duration + fence_grace + lease_margin after its last renewal

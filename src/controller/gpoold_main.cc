@@ -205,6 +205,7 @@ int run(const std::string& config_path, bool once, bool list_routes) {
   link_options.heartbeat_interval_s = settings->heartbeat_interval_s;
   link_options.telemetry_interval_s = settings->telemetry_interval_s;
   link_options.stray_policy = settings->stray_policy == "kill" ? "kill" : "report";
+  link_options.stray_grace_s = settings->stray_grace_s;
   link_options.own_uid = static_cast<uint32_t>(::geteuid());
   AgentLink gateway(**store, registry, clock, link_options);
   MetricsExporter metrics(**store, registry, clock);

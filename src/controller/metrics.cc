@@ -385,6 +385,33 @@ void MetricsExporter::writeGpus(PromWriter& out) const {
   for (const auto& [l, t] : slices)
     out.sample("gpool_slice_compute_share_ratio", l,
                t->exclusive ? 1.0 : std::min<uint32_t>(t->compute_milli, 1000) / 1000.0);
+  // What the interposer's region says, for tasks that run under it (shared slices).
+  std::vector<std::pair<const PromWriter::Labels*, const SliceUse*>> uses;
+  for (const auto& [l, t] : slices) {
+    for (const Row& row : rows) {
+      if (row.g->reading.uuid != l[1].second) continue;
+      for (const SliceUse& u : row.g->reading.slices) {
+        if (u.job_id == t->job_id && u.task == t->task) uses.emplace_back(&l, &u);
+      }
+    }
+  }
+  out.family("gpool_slice_compute_used_ratio", "gauge",
+             "The share of the GPU's compute the task used over the interposer's last control "
+             "period (compare with gpool_slice_compute_share_ratio).");
+  for (const auto& [l, u] : uses)
+    out.sample("gpool_slice_compute_used_ratio", *l, u->compute_used_permille / 1000.0);
+  out.family("gpool_slice_kernel_launches_total", "counter",
+             "Kernel and graph launches of the task's processes on this GPU.");
+  for (const auto& [l, u] : uses)
+    out.sample("gpool_slice_kernel_launches_total", *l, double(u->kernel_launches));
+  out.family("gpool_slice_since_last_kernel_launch_seconds", "gauge",
+             "Seconds since the task last launched a kernel on this GPU, as of the scrape "
+             "(to within the agents' telemetry interval; absent before its first launch).");
+  for (const auto& [l, u] : uses) {
+    if (!u->last_launch_at) continue;
+    out.sample("gpool_slice_since_last_kernel_launch_seconds", *l,
+               std::max(0.0, std::chrono::duration<double>(now - *u->last_launch_at).count()));
+  }
 
   // Allocated against used: the utilisation that pooling exists to raise. A GPU counts as
   // allocated by the compute share its tenants hold; as used by its utilisation.

@@ -323,7 +323,14 @@ Status SchedulingLoop::trackIdle(const store::JobRecord& record,
   auto seen = idle_now.find(record.id);
   const bool idle = seen != idle_now.end() && seen->second;
   auto it = idle_.find(record.id);
+  auto stored = stored_idle_->find(record.id);
   if (!idle) {
+    // Seen busy: the stored idle time goes. No reading yet (after a restart, before the
+    // agents' telemetry): it stays for the first reading to decide.
+    if (seen != idle_now.end() && stored != stored_idle_->end()) {
+      GPOOL_RETURN_IF_ERROR(store_.setJobIdleSince(record.id, std::nullopt));
+      stored_idle_->erase(stored);
+    }
     if (it == idle_.end()) return Status::ok();
     const bool warned = it->second.warned;
     const int64_t idle_s =
@@ -338,9 +345,17 @@ Status SchedulingLoop::trackIdle(const store::JobRecord& record,
     return Status::ok();
   }
   if (it == idle_.end()) {
-    // A flag written before a gpoold restart is kept (no second warning); its idle time
-    // counts again from now.
-    it = idle_.emplace(record.id, Idle{now, record.reason.rfind(kIdleReasonPrefix, 0) == 0}).first;
+    // Idle since the store says (before a gpoold restart), else from now on. A flag written
+    // before a restart is kept (no second warning).
+    TimePoint since = now;
+    if (stored != stored_idle_->end() && stored->second <= now) {
+      since = stored->second;
+    } else {
+      GPOOL_RETURN_IF_ERROR(store_.setJobIdleSince(record.id, now));
+      (*stored_idle_)[record.id] = now;
+    }
+    it =
+        idle_.emplace(record.id, Idle{since, record.reason.rfind(kIdleReasonPrefix, 0) == 0}).first;
   }
   sj.idle_since = it->second.since;
   sj.idle_warned = it->second.warned;
@@ -505,6 +520,11 @@ Result<PassReport> SchedulingLoop::runOnce() {
   ++spec_pass_;
   std::map<int64_t, bool> idle_now;
   if (options_.idle.enabled) {
+    if (!stored_idle_) {
+      Result<std::map<int64_t, TimePoint>> stored = store_.jobsIdleSince();
+      if (!stored.ok()) return stored.status();
+      stored_idle_ = std::move(*stored);
+    }
     if (options_.idle.jobs_idle) idle_now = options_.idle.jobs_idle();
     // Flag after `after`, warn at once (the flag is the warning), stop `grace` later.
     sched::IdleReclaimConfig& idle = policy.config.idle;
@@ -592,6 +612,22 @@ Result<PassReport> SchedulingLoop::runOnce() {
   }
   // Jobs no longer running (ended, requeued) start a new idle count if they run again.
   std::erase_if(idle_, [&running](const auto& entry) { return !running.count(entry.first); });
+  if (stored_idle_) {
+    // Their stored idle time goes too (a job this pass saw RUNNING keeps its row, also when
+    // its node was not registered yet).
+    std::set<int64_t> in_running;
+    for (const store::JobRecord& record : records) {
+      if (record.state == api::JobState::kRunning) in_running.insert(record.id);
+    }
+    for (auto it = stored_idle_->begin(); it != stored_idle_->end();) {
+      if (in_running.count(it->first)) {
+        ++it;
+        continue;
+      }
+      GPOOL_RETURN_IF_ERROR(store_.setJobIdleSince(it->first, std::nullopt));
+      it = stored_idle_->erase(it);
+    }
+  }
   // Specs of jobs this pass did not see (ended, held) are not kept.
   std::erase_if(spec_summaries_,
                 [this](const auto& entry) { return entry.second.pass != spec_pass_; });

@@ -48,8 +48,9 @@ Result<IdleAction> parseIdleAction(std::string_view text);
 // says so (`gpool show`, the live feed) and, from the alert rules, AllocationIdle. Still idle
 // `grace_s` later, it is stopped (SIGTERM, its QoS grace, SIGKILL) and requeued or ended per
 // its QoS's action. A job seen busy again is unflagged (another event). Interactive allocations
-// are jobs like any other here. The idle clock is the loop's Clock; it starts again after a
-// gpoold restart (a flag in the job's reason is kept).
+// are jobs like any other here. The idle clock is the loop's Clock; since when a job is idle is
+// kept in the store (Store::setJobIdleSince), so a gpoold restart does not start the count again
+// (if the first reading after it still finds the job idle; a flag in the job's reason is kept).
 struct IdleReclaimOptions {
   bool enabled = false;
   int64_t after_s = 2 * 3600;
@@ -255,6 +256,9 @@ class SchedulingLoop final : public JobListener {
     IdleAction action = IdleAction::kWarn;  // what its QoS says, resolved (never kAuto)
   };
   std::map<int64_t, Idle> idle_;
+  // The idle-since the store holds (Store::jobsIdleSince), read at the first pass, then kept
+  // equal to it: a job idle before a restart keeps its idle time.
+  std::optional<std::map<int64_t, TimePoint>> stored_idle_;
   // Jobs among preempting_ stopped by idle reclaim: requeued or ended, and the reason.
   struct Reclaim {
     bool requeue = false;

@@ -57,6 +57,18 @@ struct GpuProcessUse {
   bool operator==(const GpuProcessUse&) const = default;
 };
 
+// A slice task's use of a GPU as the interposer's region tells it (the agent reads it):
+// the share of the GPU's compute it used over the last control period, its kernel launches so
+// far, and when it last launched (on the controller's clock; none: no launch seen yet).
+struct SliceUse {
+  int64_t job_id = 0;
+  uint32_t task = 0;
+  uint32_t compute_used_permille = 0;
+  uint64_t kernel_launches = 0;
+  std::optional<TimePoint> last_launch_at;
+  bool operator==(const SliceUse&) const = default;
+};
+
 // One GPU as the latest `telemetry` frame of its node reported it.
 struct GpuReading {
   std::string node;
@@ -76,6 +88,7 @@ struct GpuReading {
   std::optional<uint64_t> ecc_uncorrected;
   std::vector<uint32_t> xid_errors;  // XIDs reported since the node's previous sample
   std::vector<GpuProcessUse> processes;
+  std::vector<SliceUse> slices;  // slice tasks under the interposer
   bool operator==(const GpuReading&) const = default;
 };
 

@@ -102,6 +102,8 @@ std::vector<Finding> findStrayProcesses(const TelemetrySample& sample,
 class StrayTracker {
  public:
   explicit StrayTracker(Micros grace) : grace_(grace) {}
+  // A new grace applies to processes already being followed too.
+  void setGrace(Micros grace) { grace_ = grace; }
 
   // Takes the findings of one `findStrayProcesses` at `now` and returns the process findings
   // whose (GPU, pid) has been reported in every call since at least `now - grace`. A process

@@ -423,6 +423,18 @@ Status fromJson(const json& j, GpuProcessSample* out, std::string_view path) {
   return r.finish();
 }
 
+Status fromJson(const json& j, SliceUsageSample* out, std::string_view path) {
+  ObjectReader r(j, path);
+  r.integer("job_id", &out->job_id, Presence::kRequired, int64_t{0}, kMaxI64);
+  r.integer("task", &out->task, Presence::kRequired, uint32_t{0}, kMaxTaskIndex);
+  r.integer("compute_used_permille", &out->compute_used_permille, Presence::kOptional, uint32_t{0},
+            uint32_t{1000});
+  r.integer("kernel_launches", &out->kernel_launches, Presence::kOptional, uint64_t{0},
+            uint64_t{1} << 62);
+  r.optionalInteger("since_last_launch_us", &out->since_last_launch_us, int64_t{0}, kMaxI64);
+  return r.finish();
+}
+
 Status fromJson(const json& in, GpuSample* out, std::string_view path) {
   json j = in;
   GPOOL_RETURN_IF_ERROR(takeNumber(j, "power_w", &out->power_w, path));
@@ -448,6 +460,7 @@ Status fromJson(const json& in, GpuSample* out, std::string_view path) {
   r.optionalInteger("ecc_corrected", &out->ecc_corrected, uint64_t{0}, uint64_t{1} << 62);
   r.optionalInteger("ecc_uncorrected", &out->ecc_uncorrected, uint64_t{0}, uint64_t{1} << 62);
   r.objectList("processes", &out->processes, Presence::kOptional, 4096);
+  r.objectList("slices", &out->slices, Presence::kOptional, 4096);
   return r.finish();
 }
 
@@ -459,20 +472,34 @@ json toJson(const GpuSample& g) {
     if (p.task) e["task"] = *p.task;
     processes.push_back(std::move(e));
   }
-  return json{{"uuid", g.uuid},
-              {"index", g.index},
-              {"utilization_pct", g.utilization_pct},
-              {"memory_utilization_pct", g.memory_utilization_pct},
-              {"memory_used_mib", g.memory_used_mib},
-              {"memory_total_mib", g.memory_total_mib},
-              {"temperature_c", g.temperature_c},
-              {"power_w", g.power_w},
-              {"sm_clock_mhz", g.sm_clock_mhz},
-              {"memory_clock_mhz", g.memory_clock_mhz},
-              {"ecc_corrected", g.ecc_corrected ? json(*g.ecc_corrected) : json(nullptr)},
-              {"ecc_uncorrected", g.ecc_uncorrected ? json(*g.ecc_uncorrected) : json(nullptr)},
-              {"xid_errors", g.xid_errors},
-              {"processes", std::move(processes)}};
+  json out{{"uuid", g.uuid},
+           {"index", g.index},
+           {"utilization_pct", g.utilization_pct},
+           {"memory_utilization_pct", g.memory_utilization_pct},
+           {"memory_used_mib", g.memory_used_mib},
+           {"memory_total_mib", g.memory_total_mib},
+           {"temperature_c", g.temperature_c},
+           {"power_w", g.power_w},
+           {"sm_clock_mhz", g.sm_clock_mhz},
+           {"memory_clock_mhz", g.memory_clock_mhz},
+           {"ecc_corrected", g.ecc_corrected ? json(*g.ecc_corrected) : json(nullptr)},
+           {"ecc_uncorrected", g.ecc_uncorrected ? json(*g.ecc_uncorrected) : json(nullptr)},
+           {"xid_errors", g.xid_errors},
+           {"processes", std::move(processes)}};
+  // Written only when a slice task under the interposer holds this GPU.
+  if (!g.slices.empty()) {
+    json slices = json::array();
+    for (const SliceUsageSample& s : g.slices) {
+      json e{{"job_id", s.job_id},
+             {"task", s.task},
+             {"compute_used_permille", s.compute_used_permille},
+             {"kernel_launches", s.kernel_launches}};
+      if (s.since_last_launch_us) e["since_last_launch_us"] = *s.since_last_launch_us;
+      slices.push_back(std::move(e));
+    }
+    out["slices"] = std::move(slices);
+  }
+  return out;
 }
 
 Status fromJson(const json& j, Telemetry* out, std::string_view path) {
@@ -500,6 +527,7 @@ Status fromJson(const json& j, Finding* out, std::string_view path) {
   r.boolean("unhealthy", &out->unhealthy);
   r.string("message", &out->message);
   r.string("action", &out->action);
+  r.string("user", &out->user);
   return r.finish();
 }
 
@@ -508,6 +536,7 @@ json toJson(const Finding& f) {
          {"pid", f.pid},        {"used_mib", f.used_mib}, {"unhealthy", f.unhealthy},
          {"message", f.message}};
   if (!f.action.empty()) j["action"] = f.action;
+  if (!f.user.empty()) j["user"] = f.user;
   return j;
 }
 
@@ -598,6 +627,7 @@ Status fromJson(const json& j, WelcomeConfig* out, std::string_view path) {
   r.optionalInteger("heartbeat_interval_s", &out->heartbeat_interval_s, int64_t{1}, int64_t{3600});
   r.optionalInteger("telemetry_interval_s", &out->telemetry_interval_s, int64_t{1}, int64_t{3600});
   r.optionalString("stray_policy", &out->stray_policy);
+  r.optionalInteger("stray_grace_s", &out->stray_grace_s, int64_t{0}, int64_t{86'400});
   if (out->stray_policy) {
     r.check(*out->stray_policy == "report" || *out->stray_policy == "kill", "stray_policy",
             "expected \"report\" or \"kill\"");
@@ -630,6 +660,7 @@ json toJson(const Welcome& m) {
     if (m.config->telemetry_interval_s)
       config["telemetry_interval_s"] = *m.config->telemetry_interval_s;
     if (m.config->stray_policy) config["stray_policy"] = *m.config->stray_policy;
+    if (m.config->stray_grace_s) config["stray_grace_s"] = *m.config->stray_grace_s;
     j["config"] = std::move(config);
   }
   return j;

@@ -235,6 +235,20 @@ struct GpuProcessSample {
   bool operator==(const GpuProcessSample&) const = default;
 };
 Status fromJson(const nlohmann::json& j, GpuProcessSample* out, std::string_view path);
+// What the interposer's region of one slice task on this GPU says (docs/vgpu-shm.md): the
+// share of the GPU's compute the task used over the last control period, its kernel (and
+// graph) launches so far, and how long ago the agent last saw that count grow (none: no launch
+// seen yet). A duration, not a time: agent and controller clocks need not agree.
+struct SliceUsageSample {
+  int64_t job_id = 0;
+  uint32_t task = 0;
+  uint32_t compute_used_permille = 0;  // of the whole GPU, 0..1000
+  uint64_t kernel_launches = 0;
+  std::optional<int64_t> since_last_launch_us;
+
+  bool operator==(const SliceUsageSample&) const = default;
+};
+Status fromJson(const nlohmann::json& j, SliceUsageSample* out, std::string_view path);
 struct GpuSample {
   std::string uuid;  // required, not empty
   uint32_t index = 0;
@@ -250,6 +264,7 @@ struct GpuSample {
   std::optional<uint64_t> ecc_uncorrected;
   std::vector<uint32_t> xid_errors;  // XIDs since the previous sample
   std::vector<GpuProcessSample> processes;
+  std::vector<SliceUsageSample> slices;  // slice tasks under the interposer on this GPU
 
   bool operator==(const GpuSample&) const = default;
 };
@@ -276,6 +291,7 @@ struct Finding {
   bool unhealthy = false;
   std::string message;
   std::string action;  // "reported", "killed", "kill failed: ..."; "" none
+  std::string user;    // a process finding: who runs it ("#<uid>" without a name; "" unknown)
 
   bool operator==(const Finding&) const = default;
 };
@@ -341,6 +357,8 @@ struct WelcomeConfig {
   std::optional<int64_t> heartbeat_interval_s;
   std::optional<int64_t> telemetry_interval_s;
   std::optional<std::string> stray_policy;  // "report" or "kill"
+  // How long a stray lasts before the policy acts on it (the agent's default: 30 s).
+  std::optional<int64_t> stray_grace_s;
 
   bool operator==(const WelcomeConfig&) const = default;
 };

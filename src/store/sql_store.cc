@@ -366,6 +366,11 @@ CREATE INDEX alert_events_alert ON alert_events (alert_id, seq);
                 "BIGINT NOT NULL, epoch BIGINT NOT NULL, incarnation BIGINT NOT NULL, state TEXT "
                 "NOT NULL, placement_json TEXT NOT NULL, start_time BIGINT, end_time BIGINT, "
                 "PRIMARY KEY (job_id, attempt))"},
+      // Since when each RUNNING job's GPUs have been idle (controller idle reclaim), so that a
+      // gpoold restart does not start the count again. No foreign key: rows go with their job's
+      // end, removed by the controller.
+      Migration{10, "job_idle",
+                "CREATE TABLE job_idle (job_id BIGINT PRIMARY KEY, since BIGINT NOT NULL)"},
   };
 }
 
@@ -1351,6 +1356,31 @@ Result<std::vector<GpuHold>> SqlStore::listGpuHolds() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Idle reclaim
+
+Status SqlStore::setJobIdleSince(int64_t job_id, std::optional<TimePoint> since) {
+  return transact(true, [&](Txn& tx) -> Status {
+    GPOOL_RETURN_IF_ERROR(tx.exec("DELETE FROM job_idle WHERE job_id = $1", {job_id}));
+    if (!since) return Status::ok();
+    return tx.exec("INSERT INTO job_idle (job_id, since) VALUES ($1, $2)",
+                   {job_id, micros(*since)});
+  });
+}
+
+Result<std::map<int64_t, TimePoint>> SqlStore::jobsIdleSince() {
+  std::map<int64_t, TimePoint> out;
+  Status s = transact(false, [&](Txn& tx) -> Status {
+    GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT job_id, since FROM job_idle"));
+    out.clear();
+    for (auto& r : rows)
+      out[r.integer(0)] = fromUnixMicros(r.integer(1));
+    return Status::ok();
+  });
+  if (!s.isOk()) return s;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Nodes and GPUs
 
 namespace {
@@ -1722,6 +1752,18 @@ Result<std::vector<AuditEvent>> SqlStore::auditEvents(int64_t after_seq, int32_t
   });
   if (!txn_status.isOk()) return txn_status;
   return out;
+}
+
+Status SqlStore::recordAuditEvent(const AuditEvent& event) {
+  if (event.actor.empty() || event.action.empty()) {
+    return Status::invalidArgument("recordAuditEvent: an audit event needs an actor and an action");
+  }
+  return transact(true, [&](Txn& tx) -> Status {
+    return tx.exec(
+        "INSERT INTO audit_events (time, actor, action, subject, detail) VALUES ($1, $2, $3, $4, "
+        "$5)",
+        {micros(event.time), event.actor, event.action, event.subject, event.detail});
+  });
 }
 
 Status SqlStore::upsertQos(const QosRecord& qos) {

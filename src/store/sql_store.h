@@ -132,6 +132,8 @@ class SqlStore : public Store {
   Status holdGpu(const GpuHold& hold) override;
   Status clearGpuHold(const std::string& uuid, const std::string& actor, TimePoint when) override;
   Result<std::vector<GpuHold>> listGpuHolds() override;
+  Status setJobIdleSince(int64_t job_id, std::optional<TimePoint> since) override;
+  Result<std::map<int64_t, TimePoint>> jobsIdleSince() override;
   Status upsertNode(const NodeRecord& node) override;
   Result<NodeRecord> getNode(const std::string& name) override;
   Result<std::vector<NodeRecord>> listNodes() override;
@@ -155,6 +157,7 @@ class SqlStore : public Store {
   Status deleteQuota(QuotaSubject subject, const std::string& name, const std::string& actor,
                      TimePoint now) override;
   Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) override;
+  Status recordAuditEvent(const AuditEvent& event) override;
   Status upsertQos(const QosRecord& qos) override;
   Result<std::vector<QosRecord>> listQos() override;
   Status deleteQos(const std::string& name) override;

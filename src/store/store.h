@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -486,6 +487,14 @@ class Store {
                               TimePoint when) = 0;
   virtual Result<std::vector<GpuHold>> listGpuHolds() = 0;
 
+  // ---- idle reclaim
+  // Since when a RUNNING job's GPUs have been idle (controller idle reclaim), so that the idle
+  // time survives a controller restart. `since` nullopt forgets it; a job without a row is not
+  // known to be idle.
+  virtual Status setJobIdleSince(int64_t job_id, std::optional<TimePoint> since) = 0;
+  // Every job's idle-since, by job id.
+  virtual Result<std::map<int64_t, TimePoint>> jobsIdleSince() = 0;
+
   // ---- nodes and GPUs
   virtual Status upsertNode(const NodeRecord& node) = 0;
   virtual Result<NodeRecord> getNode(const std::string& name) = 0;
@@ -529,6 +538,10 @@ class Store {
                              const std::string& actor, TimePoint now) = 0;
   // Audit events with seq > `after_seq`, oldest first, at most `limit` (1..kMaxPageSize).
   virtual Result<std::vector<AuditEvent>> auditEvents(int64_t after_seq, int32_t limit) = 0;
+  // Appends one audit event of something done outside the store (an agent's kill of a stray
+  // process); `event.seq` is ignored (the store numbers it). InvalidArgument when `actor` or
+  // `action` is empty.
+  virtual Status recordAuditEvent(const AuditEvent& event) = 0;
   virtual Status upsertQos(const QosRecord& qos) = 0;
   virtual Result<std::vector<QosRecord>> listQos() = 0;
   // NotFound when no such QoS exists.
@@ -600,6 +613,6 @@ class Store {
 using StorePtr = std::unique_ptr<Store>;
 
 // The schema version this binary writes. A store with a newer version is refused on open.
-inline constexpr int32_t kSchemaVersion = 9;
+inline constexpr int32_t kSchemaVersion = 10;
 
 }  // namespace gpool::store

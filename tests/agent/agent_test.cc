@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include "agent_test_util.h"
 #include "common/base64.h"
 #include "gpu/fake_backend.h"
+#include "vgpu/shm_region.h"
 
 namespace gpool::agent {
 namespace {
@@ -680,6 +682,60 @@ TEST_F(AgentTest, SliceTaskGetsAVgpuRegion) {
   EXPECT_NE(::stat((region + ".limits").c_str(), &st), 0);
   EXPECT_NE(::stat((region + ".usage").c_str(), &st), 0);
   EXPECT_NE(::stat(tmp_.file("vgpu/6.0").c_str(), &st), 0);
+}
+
+// Per-slice metrics (issue 22): the telemetry carries what the slice's region says, compute
+// used (only while a process of the task runs the interposer's control loop, whose lease
+// says so), launches (exited processes' and live ones'), and the time since the count last grew
+// on the agent's clock.
+TEST_F(AgentTest, TelemetryCarriesASlicesComputeUsedLaunchesAndTimeSinceItsLastLaunch) {
+  welcome(*agent_);
+  json e = entry(6, 1, {"wait"});
+  e["launch"]["slice"] = {{"memory_mib", 1024}, {"compute_milli", 250}};
+  agent_->handle(desired({e}));
+  (void)agent_->takeOutbox();
+  auto region = vgpu::ShmRegion::open(tmp_.file("vgpu") + "/6.0/gpu0");
+  ASSERT_TRUE(region.ok()) << region.status().toString();
+  vgpu::ShmHeader* h = region->header();
+  // What the interposer writes: a process that exited after 100 launches, a live one at 20,
+  // the control loop's lease held for a minute and its measured share.
+  h->launches_total.store(100);
+  h->slots[0].pid.store(::getpid());
+  h->slots[0].launches.store(20);
+  h->measured_permille.store(240);
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  h->controller_lease_until_us.store((ts.tv_sec + 60) * 1'000'000LL);
+  auto slice = [&]() -> json {
+    clock_.advance(std::chrono::seconds(11));  // the next telemetry interval
+    agent_->tick();
+    std::vector<json> t = take(*agent_, "telemetry");
+    if (t.size() != 1) return json();
+    const json& gpu0 = t[0]["body"]["gpus"][0];
+    EXPECT_EQ(t[0]["body"]["gpus"][1].count("slices"), 0u);  // nothing of it on GPU 1
+    return gpu0.contains("slices") && gpu0["slices"].size() == 1 ? gpu0["slices"][0] : json();
+  };
+  json s = slice();
+  EXPECT_EQ(s.value("job_id", -1), 6) << s;
+  EXPECT_EQ(s.value("compute_used_permille", -1), 240) << s;
+  EXPECT_EQ(s.value("kernel_launches", -1), 120) << s;
+  EXPECT_EQ(s.value("since_last_launch_us", -1), 0) << s;
+  // No launch for 11 s: the time since grows; the lease lapsed: nothing is used any more.
+  h->controller_lease_until_us.store(0);
+  s = slice();
+  EXPECT_EQ(s.value("since_last_launch_us", -1), 11'000'000) << s;
+  EXPECT_EQ(s.value("compute_used_permille", -1), 0) << s;
+  // The live process exits (its count moves to the total): no launch.
+  h->slots[0].pid.store(0);
+  h->launches_total.store(120);
+  s = slice();
+  EXPECT_EQ(s.value("kernel_launches", -1), 120) << s;
+  EXPECT_EQ(s.value("since_last_launch_us", -1), 22'000'000) << s;
+  // One more launch: the time since starts again.
+  h->launches_total.store(160);
+  s = slice();
+  EXPECT_EQ(s.value("kernel_launches", -1), 160) << s;
+  EXPECT_EQ(s.value("since_last_launch_us", -1), 0) << s;
 }
 
 // Issue 20, item 2: the backstop counts what NVML says a slice task's processes hold on its GPU.

@@ -28,6 +28,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -43,6 +45,7 @@
 #include <tuple>
 #include <vector>
 
+#include <sqlite3.h>
 #include <nlohmann/json.hpp>
 
 #include "api/job_spec.h"
@@ -768,11 +771,15 @@ class TwoNodePoolTest : public ::testing::Test {
     }
   }
 
+  // The GPUs of `node`'s agent.
+  virtual std::string fixtureOf(const std::string& node) {
+    (void)node;
+    return std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json";
+  }
   void startAgent(const std::string& node) {
     agents_[node] = spawn(
         {std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-agent", "--node", node, "--unix-socket",
-         socket_, "--state-dir", dir_.file("state-" + node), "--fake-fixture",
-         std::string(GPOOL_SOURCE_DIR) + "/src/gpu/fixtures/8x-a100-sxm4-80gb-nvlink.json",
+         socket_, "--state-dir", dir_.file("state-" + node), "--fake-fixture", fixtureOf(node),
          "--supervisor", std::string(GPOOL_BINARY_DIR) + "/src/agent/gpool-supervisor",
          "--vgpu-dir", dir_.file("vgpu-" + node), "--no-cgroups"},
         false);
@@ -794,6 +801,10 @@ class TwoNodePoolTest : public ::testing::Test {
     spec.working_dir = dir_.path();
     spec.resources.gpus_milli = 1000 * gpus;
     spec.preemptible = preemptible;
+    return submitSpec(spec);
+  }
+  // Submits `spec` as the test user.
+  int64_t submitSpec(const api::JobSpec& spec) {
     std::string body = api::toJson(spec).dump();
     std::string response = testing::rawRequestAs(
         uid_, gid_, socket_,
@@ -932,6 +943,79 @@ TEST_F(AgentEndToEndTest, ASliceWaitsForANodeThatEnforcesSlices) {
       << j.dump();
 }
 
+// --min-cuda through the real daemons (issue 22): n1's driver is 470 / CUDA 11.4, n2's 550 /
+// CUDA 12.4 (the fixture's). A job needing CUDA 12.2 runs on n2 only, also when n1 is free and
+// listed first; one needing 12.9 waits, its reason naming min_cuda.
+class MinCudaPoolTest : public TwoNodePoolTest {
+ protected:
+  std::string fixtureOf(const std::string& node) override {
+    std::string fixture = TwoNodePoolTest::fixtureOf(node);
+    if (node != "n1") return fixture;
+    json j = json::parse(slurp(fixture));
+    j["driver_version"] = "470.256.02";
+    j["cuda_driver_version"] = "11.4";
+    const std::string path = dir_.file("cuda-11.4.json");
+    std::ofstream(path) << j.dump();
+    return path;
+  }
+};
+
+TEST_F(MinCudaPoolTest, AJobNeedingCuda122RunsOnlyOnTheNodeThatHasIt) {
+  auto nodes = http_->get("/v1/nodes");
+  ASSERT_TRUE(nodes.ok());
+  std::map<std::string, std::string> cuda;
+  const json listed = json::parse(nodes->body);
+  for (const json& n : listed["nodes"])
+    cuda[n.value("name", "")] = n["gpus"][0].value("cuda_version", "");
+  ASSERT_EQ(cuda["n1"], "11.4") << nodes->body;
+  ASSERT_EQ(cuda["n2"], "12.4") << nodes->body;
+  // Nine one-GPU jobs needing 12.2: eight take n2's eight GPUs, none of n1's, and the ninth
+  // waits though all of n1 is free.
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 9; ++i) {
+    api::JobSpec spec;
+    spec.name = "cuda";
+    spec.command = {"/bin/sh", "-c", "exec sleep 1000"};
+    spec.working_dir = dir_.path();
+    spec.resources.gpus_milli = 1000;
+    spec.resources.cpus_milli = 100;
+    spec.constraints.min_cuda = api::CudaVersion{12, 2};
+    ids.push_back(submitSpec(spec));
+    ASSERT_GT(ids.back(), 0);
+  }
+  std::map<std::string, int> placed;
+  std::string waiting;
+  ASSERT_TRUE(eventually([&] {
+    placed.clear();
+    waiting.clear();
+    for (int64_t id : ids) {
+      const std::string node = nodeOf(id);
+      if (!node.empty()) {
+        ++placed[node];
+      } else if (job(id).value("reason", "") == "Resources") {
+        waiting = std::to_string(id);
+      }
+    }
+    return placed["n2"] == 8 && !waiting.empty();
+  })) << "n1 "
+      << placed["n1"] << ", n2 " << placed["n2"] << ", waiting " << waiting;
+  EXPECT_EQ(placed["n1"], 0);
+  // One needing 12.9 waits with min_cuda named.
+  api::JobSpec spec;
+  spec.name = "cuda";
+  spec.command = {"/bin/sh", "-c", "true"};
+  spec.working_dir = dir_.path();
+  spec.resources.gpus_milli = 1000;
+  spec.constraints.min_cuda = api::CudaVersion{12, 9};
+  const int64_t newer = submitSpec(spec);
+  ASSERT_GT(newer, 0);
+  ASSERT_TRUE(eventually([&] {
+    return job(newer).value("reason_detail", "").find("min_cuda") != std::string::npos;
+  })) << job(newer).dump();
+  EXPECT_EQ(job(newer).value("state", ""), "PENDING");
+  EXPECT_EQ(job(newer).value("reason", ""), "BadConstraints") << job(newer).dump();
+}
+
 // Slices through the real daemons with the interposer (issue 20, items 1-3). The agent reads its
 // one GPU through NVML, the fake NVML, and the tasks reach the fake libcuda: both share one
 // simulated GPU state file, so the agent sees each process's allocations as NVML reports them.
@@ -1039,6 +1123,214 @@ TEST_F(SliceEnforcementTest, OtherUsersCannotReachARegionAndTheTaskCannotRaiseIt
   auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
   ASSERT_TRUE(cancel.ok());
   EXPECT_TRUE(waitState(id, "CANCELLED"));
+}
+
+// Per-slice metrics through the real daemons (issue 22): a quarter-GPU task launches kernels
+// through the interposer over the fake libcuda for 3 s or more, then only sleeps. gpoold's
+// /metrics shows its compute used (non-zero while it launches) and a recent last launch, then
+// the time since that launch growing and nothing used.
+TEST_F(SliceEnforcementTest, SliceMetricsShowComputeUsedThenTheTimeSinceTheLastLaunchGrowing) {
+  const std::string done = dir_.file("spun");
+  int64_t id = submitAsUser(client() + " direct spin 2000 1500 kernel > " + dir_.file("spin") +
+                                " && touch " + done + " && exec sleep 1000",
+                            250, fakeGpuEnv(), 1024);
+  ASSERT_GT(id, 0);
+  // This job's sample of `metric` on the page, or nullopt.
+  const std::string job_label = "hpc_job=\"" + std::to_string(id) + "\"";
+  auto value = [&](const std::string& metric) -> std::optional<double> {
+    auto r = http_->get("/metrics");
+    if (!r.ok() || r->status != 200) return std::nullopt;
+    std::istringstream lines(r->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(metric + "{", 0) == 0 && line.find(job_label) != std::string::npos) {
+        return std::stod(line.substr(line.rfind(' ') + 1));
+      }
+    }
+    return std::nullopt;
+  };
+  std::optional<double> used, since;
+  ASSERT_TRUE(eventually([&] {
+    used = value("gpool_slice_compute_used_ratio");
+    since = value("gpool_slice_since_last_kernel_launch_seconds");
+    return used && *used > 0 && since && *since < 2.5;
+  })) << "used "
+      << used.value_or(-1) << ", since " << since.value_or(-1) << "; " << job(id).dump()
+      << slurp(dir_.file("spin"));
+  EXPECT_LE(*used, 1.0);
+  EXPECT_EQ(value("gpool_slice_compute_share_ratio"), 0.25);
+
+  // Done launching: every launch counted, nothing used, and the time since grows.
+  ASSERT_TRUE(eventually([&] { return ::access(done.c_str(), F_OK) == 0; }))
+      << slurp(dir_.file("spin"));
+  ASSERT_TRUE(eventually([&] {
+    used = value("gpool_slice_compute_used_ratio");
+    since = value("gpool_slice_since_last_kernel_launch_seconds");
+    return used == 0.0 && since && *since >= 1.5;
+  })) << "used "
+      << used.value_or(-1) << ", since " << since.value_or(-1);
+  EXPECT_EQ(value("gpool_slice_kernel_launches_total"), 1500.0);
+  const double earlier = *since;
+  ASSERT_TRUE(eventually([&] {
+    since = value("gpool_slice_since_last_kernel_launch_seconds");
+    return since && *since >= earlier + 1;
+  })) << "since "
+      << since.value_or(-1) << " after " << earlier;
+  auto cancel = http_->post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
+  ASSERT_TRUE(cancel.ok());
+  EXPECT_TRUE(waitState(id, "CANCELLED"));
+}
+
+// The rows `sql` selects from gpoold's SQLite store at `db`, each as its columns joined by '|'
+// (read-only, beside the running gpoold: what the store keeps that no route shows).
+std::vector<std::string> queryStore(const std::string& db, const std::string& sql) {
+  std::vector<std::string> out;
+  sqlite3* handle = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(handle);
+    return out;
+  }
+  sqlite3_busy_timeout(handle, 5000);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(handle, sql.c_str(), -1, &st, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::string row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const unsigned char* text = sqlite3_column_text(st, c);
+        row += (c ? "|" : "") + std::string(text ? reinterpret_cast<const char*>(text) : "");
+      }
+      out.push_back(row);
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(handle);
+  return out;
+}
+
+// A stray through the real daemons (issue 22): another user's real process holds memory on the
+// simulated GPU (through the fake libcuda, outside gpool). The alert names its user; with
+// stray_policy = "kill" its agent kills it after the grace, and gpoold writes an audit event of
+// the kill naming pid, user, GPU, memory and node.
+class StrayKillTest : public SliceEnforcementTest {
+ protected:
+  std::string extraConfig() const override {
+    return "telemetry_interval = \"1s\"\nstray_policy = \"kill\"\nstray_grace = \"2s\"\n";
+  }
+  std::string extraSections() const override {
+    return "[alerts]\nevaluate_every = \"1s\"\n[alerts.stray_process]\nfor = \"0s\"\n";
+  }
+};
+
+TEST_F(StrayKillTest, AStrayIsReportedWithItsUserThenKilledAndTheKillAudited) {
+  const char* kOther = "gpool-test-bob";
+  std::string why = ensureUser(kOther);
+  if (!why.empty()) GTEST_SKIP() << why;
+  const passwd* other = ::getpwnam(kOther);
+  ASSERT_NE(other, nullptr);
+  std::vector<std::string> args{"/usr/bin/env"};
+  for (const auto& [k, v] : fakeGpuEnv())
+    args.push_back(k + "=" + v);
+  for (const std::string& a :
+       {client(), std::string("direct"), std::string("hold"), std::string("512")}) {
+    args.push_back(a);
+  }
+  Child stray = spawn(args, true, other->pw_uid, other->pw_gid);
+  ASSERT_GT(stray.pid, 0);
+  ASSERT_EQ(readLine(stray.out), "held_mib 512");
+  const std::string pid = std::to_string(stray.pid);
+
+  // Reported with its user (before the grace ends), then killed.
+  std::optional<json> alert;
+  ASSERT_TRUE(eventually([&] {
+    auto r = http_->get("/v1/alerts?state=all");
+    if (!r.ok() || r->status != 200) return false;
+    const json listed = json::parse(r->body);
+    for (const json& a : listed["alerts"]) {
+      if (a["alertname"] == "StrayGpuProcess" && a["labels"].value("pid", "") == pid) alert = a;
+    }
+    return alert.has_value();
+  }));
+  EXPECT_EQ((*alert)["labels"].value("process_user", ""), kOther) << alert->dump();
+  EXPECT_NE((*alert)["summary"].get<std::string>().find("(user gpool-test-bob)"), std::string::npos)
+      << alert->dump();
+  int status = 0;
+  ASSERT_TRUE(eventually([&] { return ::waitpid(stray.pid, &status, WNOHANG) == stray.pid; }))
+      << "the stray was not killed";
+  ::fclose(stray.out);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+
+  // One audit event of the kill.
+  std::vector<std::string> audit;
+  ASSERT_TRUE(eventually([&] {
+    audit = queryStore(dir_.file("gpool.db"),
+                       "SELECT actor, subject, detail FROM audit_events WHERE action = "
+                       "'kill_stray_process' ORDER BY seq");
+    return !audit.empty();
+  }));
+  ASSERT_EQ(audit.size(), 1u);
+  const std::string& row = audit[0];
+  EXPECT_EQ(row.rfind("agent:n1|n1/0 pid " + pid + "|", 0), 0u) << row;
+  json detail = json::parse(row.substr(row.find('|', row.find('|') + 1) + 1), nullptr, false);
+  EXPECT_EQ(detail.value("pid", 0), stray.pid) << row;
+  EXPECT_EQ(detail.value("user", ""), kOther) << row;
+  EXPECT_EQ(detail.value("node", ""), "n1") << row;
+  EXPECT_EQ(detail.value("gpu", -1), 0) << row;
+  EXPECT_GE(detail.value("used_mib", 0), 512) << row;  // and the context the fake charges
+}
+
+// Idle reclaim across a gpoold restart (issue 22): the idle time is kept in the store, so a job
+// idle before the restart is flagged and reclaimed counting from when it became idle, not from
+// the restart. `after` 4 s, grace 1 s; gpoold is restarted as soon as the store has the job's
+// idle-since (well within `after`).
+class IdleRestartTest : public AgentEndToEndTest {
+ protected:
+  std::string extraConfig() const override { return "telemetry_interval = \"1s\"\n"; }
+  std::string extraSections() const override {
+    return "[idle_reclaim]\nenabled = true\nafter = \"4s\"\ngrace = \"1s\"\n";
+  }
+  void restartGpoold() {
+    ASSERT_EQ(stop(gpoold_), 0);
+    gpoold_ = spawn({std::string(GPOOL_BINARY_DIR) + "/src/controller/gpoold", "--config",
+                     dir_.file("gpoold.toml")},
+                    true);
+    for (std::string line = readLine(gpoold_.out); line != "ready"; line = readLine(gpoold_.out))
+      ASSERT_FALSE(line.empty()) << "gpoold did not start again";
+  }
+};
+
+TEST_F(IdleRestartTest, AJobIdleBeforeARestartIsReclaimedCountingFromWhenItBecameIdle) {
+  api::JobSpec spec;
+  spec.name = "idle";
+  spec.command = {"/bin/sh", "-c", "exec sleep 1000"};
+  spec.working_dir = dir_.path();
+  spec.resources.gpus_milli = 1000;
+  spec.env = {{"GPOOL_SIM_LOAD", "0"}};
+  const int64_t id = submitSpecAsUser(spec);
+  ASSERT_GT(id, 0);
+  const std::string row = "SELECT since FROM job_idle WHERE job_id = " + std::to_string(id);
+  std::vector<std::string> since;
+  ASSERT_TRUE(eventually([&] { return !(since = queryStore(dir_.file("gpool.db"), row)).empty(); }))
+      << job(id).dump();
+  const int64_t idle_since_s = std::stoll(since[0]) / 1'000'000;
+  ASSERT_EQ(job(id).value("reason", "").rfind("Idle: ", 0), std::string::npos)
+      << "flagged before the restart (the machine took 4 s to get here): " << job(id).dump();
+  restartGpoold();
+
+  // Flagged with the idle time counted from before the restart.
+  std::string reason;
+  ASSERT_TRUE(eventually([&] {
+    reason = job(id).value("reason", "");
+    return reason.rfind("Idle: every GPU at 0 % since ", 0) == 0;
+  })) << job(id).dump();
+  std::tm tm{};
+  ASSERT_NE(::strptime(reason.c_str() + std::strlen("Idle: every GPU at 0 % since "),
+                       "%Y-%m-%d %H:%M:%S UTC", &tm),
+            nullptr)
+      << reason;
+  EXPECT_EQ(static_cast<int64_t>(::timegm(&tm)), idle_since_s) << reason;
+  ASSERT_TRUE(waitState(id, "PREEMPTED")) << job(id).dump();
+  EXPECT_NE(job(id).value("reason", "").find("idle reclaim"), std::string::npos) << job(id).dump();
+  // The row goes with the job's run.
+  EXPECT_TRUE(eventually([&] { return queryStore(dir_.file("gpool.db"), row).empty(); }));
 }
 
 // Jobs with an image (docs/containers.md): the real gpoold and gpool-agent with cgroups, real

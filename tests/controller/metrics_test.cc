@@ -127,6 +127,61 @@ TEST_F(ApiTest, MetricsExportEveryGpuUnderDcgmNamesWithItsJobAndUser) {
   }
 }
 
+// Per slice, what the interposer's region says (the agent reads it): compute used against the
+// share, launches, and the time since the last launch, which grows while the task launches
+// nothing. A whole GPU (no region) has none of the three.
+TEST_F(ApiTest, MetricsExportASlicesComputeUsedAndTimeSinceItsLastLaunch) {
+  TelemetryHistory telemetry;
+  metrics_->setTelemetry(&telemetry);
+  GpuReading g0;
+  g0.uuid = "GPU-gpu-01-0";
+  g0.index = 0;
+  g0.utilization_pct = 30;
+  g0.memory_total_mib = 81920;
+  g0.slices = {SliceUse{7, 0, 240, 5000, clock_.now() - std::chrono::seconds(2)},
+               SliceUse{8, 0, 0, 0, std::nullopt}};
+  GpuReading g1 = g0;
+  g1.uuid = "GPU-gpu-01-1";
+  g1.index = 1;
+  g1.slices.clear();
+  GpuTenant a{7, 0, 250, false, 100, "alice", "ml", 20480};
+  GpuTenant b{8, 0, 500, false, 200, "bob", "vision", 40960};
+  GpuTenant whole{9, 0, 1000, true, 300, "carol", "ml", 0};
+  telemetry.ingest("gpu-01", clock_.now(), {g0, g1},
+                   {{"GPU-gpu-01-0", {a, b}}, {"GPU-gpu-01-1", {whole}}});
+  const std::string slice_a =
+      "gpu=\"0\",UUID=\"GPU-gpu-01-0\",Hostname=\"gpu-01\",hpc_job=\"7\",task=\"0\","
+      "user=\"alice\",group=\"ml\",slice=\"shared\"";
+  const std::string slice_b =
+      "gpu=\"0\",UUID=\"GPU-gpu-01-0\",Hostname=\"gpu-01\",hpc_job=\"8\",task=\"0\","
+      "user=\"bob\",group=\"vision\",slice=\"shared\"";
+  auto r = get("root", "/metrics");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_TRUE(hasLine(r.body, "gpool_slice_compute_used_ratio{" + slice_a + "} 0.24")) << r.body;
+  EXPECT_TRUE(hasLine(r.body, "gpool_slice_compute_share_ratio{" + slice_a + "} 0.25"));
+  EXPECT_TRUE(hasLine(r.body, "gpool_slice_kernel_launches_total{" + slice_a + "} 5000"));
+  EXPECT_TRUE(hasLine(r.body, "gpool_slice_since_last_kernel_launch_seconds{" + slice_a + "} 2"));
+  // Bob's task never launched: used 0, no time since.
+  EXPECT_TRUE(hasLine(r.body, "gpool_slice_compute_used_ratio{" + slice_b + "} 0"));
+  EXPECT_EQ(r.body.find("gpool_slice_since_last_kernel_launch_seconds{" + slice_b),
+            std::string::npos);
+  // Carol's whole GPU runs under no interposer: a share, no used ratio.
+  size_t used_series = 0;
+  for (size_t at = 0;
+       (at = r.body.find("\ngpool_slice_compute_used_ratio{", at)) != std::string::npos; ++at) {
+    ++used_series;
+  }
+  EXPECT_EQ(used_series, 2u) << r.body;
+  EXPECT_NE(r.body.find("gpool_slice_compute_share_ratio{gpu=\"1\""), std::string::npos);
+  // Quiet for 8 s, the agent's next sample reports the same count: the time since grows.
+  clock_.advance(std::chrono::seconds(8));
+  telemetry.ingest("gpu-01", clock_.now(), {g0, g1},
+                   {{"GPU-gpu-01-0", {a, b}}, {"GPU-gpu-01-1", {whole}}});
+  r = get("root", "/metrics");
+  EXPECT_TRUE(hasLine(r.body, "gpool_slice_since_last_kernel_launch_seconds{" + slice_a + "} 10"))
+      << r.body;
+}
+
 TEST_F(ApiTest, MetricsCountJobsByStateAndPendingReason) {
   int64_t running = submit("alice", "ml");
   place(running);

@@ -223,6 +223,54 @@ TEST_F(IdleReclaimTest, FlagsThenRequeuesOrEndsPerQosAndCallsOffWhenUsed) {
   EXPECT_EQ(state(back), "RUNNING");
 }
 
+// Issue 22: the idle time survives a controller restart. Idle 40 s of 40 s + 20 s, restarted
+// (no telemetry in the restarted controller's first pass), the job is reclaimed 20 s after the
+// restart, not 60 s; a job seen busy after the restart loses its stored idle time.
+TEST_F(IdleReclaimTest, IdleTimeSurvivesARestart) {
+  options_.idle.after_s = 40;
+  options_.idle.grace_s = 20;
+  restart();
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());
+  const int64_t idle = submit(makeSpec(1000, "idle"));
+  const int64_t busy_again = submit(makeSpec(1000, "busy-again"));
+  pass();
+  ASSERT_EQ(state(idle), "RUNNING");
+  idle_now_ = {{idle, true}, {busy_again, true}};
+  pass();  // idle from now
+  later(std::chrono::seconds(40));
+  pass();
+  EXPECT_EQ(reason(idle).rfind(kIdleReasonPrefix, 0), 0u) << reason(idle);
+
+  restart();
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 8)).ok());  // its agent's hello
+  const std::map<int64_t, bool> readings = idle_now_;
+  idle_now_.clear();
+  pass();  // before the agents' first telemetry: nothing known, nothing forgotten
+  idle_now_ = readings;
+  idle_now_[busy_again] = false;
+  later(std::chrono::seconds(19));
+  pass();
+  EXPECT_FALSE(cancelled(idle)) << "reclaimed before 60 s of idle";
+  later(std::chrono::seconds(1));
+  pass();
+  EXPECT_TRUE(cancelled(idle))
+      << "not reclaimed 60 s after it became idle (20 s after the restart)";
+  EXPECT_FALSE(cancelled(busy_again));
+  auto stored = ctl_->store->jobsIdleSince();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->count(busy_again), 0u);
+  EXPECT_EQ(stored->count(idle), 1u);
+  // Its end takes its idle time with it.
+  ASSERT_TRUE(
+      ctl_->loop.taskEnded(idle, 0, ctl_->store->getJob(idle)->epoch, 143, TaskOutcome::kCancelled)
+          .isOk());
+  EXPECT_EQ(state(idle), "PREEMPTED");
+  pass();
+  stored = ctl_->store->jobsIdleSince();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(stored->empty());
+}
+
 // A held job stays PENDING with its JobHeld reason through passes; released, it is placed.
 TEST_F(SchedulingLoopTest, HeldJobIsNotPlacedUntilReleased) {
   ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());

@@ -153,13 +153,15 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   s.ecc_corrected = 2;
   s.xid_errors = {79, 48};
   s.processes = {GpuProcessSample{1234, 11000, 123, 2}, GpuProcessSample{999, 50, {}, {}}};
+  s.slices = {SliceUsageSample{123, 2, 240, 5000, 1'500'000},
+              SliceUsageSample{124, 0, 0, 0, std::nullopt}};
   t.gpus = {s, GpuSample{}};
   t.gpus[1].uuid = "GPU-bbbb";
   expectRoundTrip(t);
 
-  expectRoundTrip(Health{{Finding{"xid", "critical", "GPU-aaaa", 0, 0, true, "XID 79", ""},
+  expectRoundTrip(Health{{Finding{"xid", "critical", "GPU-aaaa", 0, 0, true, "XID 79", "", ""},
                           Finding{"stray_process", "warning", "GPU-bbbb", 777, 512, false,
-                                  "process 777 belongs to no task", "killed"}},
+                                  "process 777 belongs to no task", "killed", "bob"}},
                          1'700'000'000'000'000});
   std::string bytes("line 1\nline \0 2\xff\n", 16);
   expectRoundTrip(LogData{5, 123, 2, 9, "stderr", 1024, true, 4096, bytes, ""});
@@ -169,7 +171,7 @@ TEST(AgentProtocolTest, EveryOtherMessageRoundTrips) {
   expectRoundTrip(Error{"invalid_argument", "body.node.bogus: unknown field", 17});
 
   expectRoundTrip(Welcome{12, "node.5.secret", LeaseTerms{10, 2, 3},
-                          WelcomeConfig{2, 10, std::string("kill")}});
+                          WelcomeConfig{2, 10, std::string("kill"), 5}});
   expectRoundTrip(Welcome{12, "", std::nullopt, std::nullopt});
   expectRoundTrip(DesiredState{12, {anEntry(), anEntry()}, false});
   expectRoundTrip(DesiredState{13, {}, true});
@@ -404,12 +406,20 @@ TEST(AgentProtocolTest, TelemetryIsChecked) {
   body = toJson(t);
   body["gpus"][0]["utilization_pct"] = 101;
   EXPECT_NE(decodeError<Telemetry>(body).find("gpus[0].utilization_pct"), std::string::npos);
+  body = toJson(t);
+  body["gpus"][0]["slices"] = json::array({{{"job_id", 7}, {"compute_used_permille", 1001}}});
+  EXPECT_NE(decodeError<Telemetry>(body).find("gpus[0].slices[0].task"), std::string::npos)
+      << decodeError<Telemetry>(body);
+  body["gpus"][0]["slices"][0]["task"] = 0;
+  EXPECT_NE(decodeError<Telemetry>(body).find("gpus[0].slices[0].compute_used_permille"),
+            std::string::npos)
+      << decodeError<Telemetry>(body);
 }
 
 TEST(AgentProtocolTest, WelcomeAndLeaseAreChecked) {
   json welcome = toJson(Welcome{1, "", LeaseTerms{0, std::nullopt, std::nullopt}, std::nullopt});
   EXPECT_NE(decodeError<Welcome>(welcome).find("lease.duration_s"), std::string::npos);
-  welcome = toJson(Welcome{1, "", std::nullopt, WelcomeConfig{{}, {}, std::string("ignore")}});
+  welcome = toJson(Welcome{1, "", std::nullopt, WelcomeConfig{{}, {}, std::string("ignore"), {}}});
   EXPECT_EQ(decodeError<Welcome>(welcome), "config.stray_policy: expected \"report\" or \"kill\"");
   EXPECT_EQ(decodeError<Lease>(json{{"node_epoch", 1}, {"renews", 3}}),
             "valid_until: required field is missing");

@@ -253,7 +253,7 @@ TEST_P(BackupTest, RestoreMigratesAnOlderSchema) {
       store()
           .execForTest("DROP TABLE task_telemetry; DROP TABLE alert_events; DROP TABLE "
                        "alerts; DROP TABLE gpu_holds; DROP TABLE store_incarnation; DROP TABLE "
-                       "job_attempts; ALTER "
+                       "job_attempts; DROP TABLE job_idle; ALTER "
                        "TABLE jobs DROP COLUMN incarnation; UPDATE schema_version SET "
                        "version = 4 WHERE id = 1")
           .isOk());

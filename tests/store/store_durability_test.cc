@@ -69,7 +69,7 @@ TEST_P(DurabilityTest, UpgradesAnOlderSchemaKeepingItsData) {
               "ALTER TABLE api_tokens DROP COLUMN last_used; DROP TABLE task_telemetry; DROP TABLE "
               "alert_events; DROP TABLE alerts; DROP TABLE gpu_holds; DROP TABLE "
               "store_incarnation; ALTER TABLE jobs DROP COLUMN incarnation; DROP TABLE "
-              "job_attempts; UPDATE "
+              "job_attempts; DROP TABLE job_idle; UPDATE "
               "schema_version SET version = 1 WHERE id = 1")
           .isOk());
   reopen();
