@@ -178,8 +178,8 @@ TEST_F(IdleReclaimTest, FlagsThenRequeuesOrEndsPerQosAndCallsOffWhenUsed) {
   EXPECT_EQ(reason(busy).rfind(kIdleReasonPrefix, 0), std::string::npos);
   auto events = ctl_->store->jobEvents(ended);
   ASSERT_TRUE(events.ok());
-  EXPECT_EQ(events->back().from_state, "RUNNING");
-  EXPECT_EQ(events->back().to_state, "RUNNING");
+  EXPECT_EQ(events->back().from_state, api::JobState::kRunning);
+  EXPECT_EQ(events->back().to_state, api::JobState::kRunning);
 
   // Used again: unflagged, and its idle time counts from the next idle reading.
   idle_now_[back] = false;
@@ -216,7 +216,7 @@ TEST_F(IdleReclaimTest, FlagsThenRequeuesOrEndsPerQosAndCallsOffWhenUsed) {
   ASSERT_TRUE(requeue_events.ok());
   ASSERT_GE(requeue_events->size(), 2u);
   const store::JobEvent& preempted = (*requeue_events)[requeue_events->size() - 2];
-  EXPECT_EQ(preempted.to_state, "PREEMPTED");
+  EXPECT_EQ(preempted.to_state, api::JobState::kPreempted);
   EXPECT_NE(preempted.reason.find("idle reclaim"), std::string::npos) << preempted.reason;
   EXPECT_EQ(state(warned_only), "RUNNING");
   EXPECT_EQ(state(busy), "RUNNING");
