@@ -166,7 +166,9 @@ json toJson(const Qos& q) {
          {"description", q.description},
          {"priority", q.priority},
          {"preemptible", q.preemptible}};
-  putQuantity(j, "grace_time", Quantity::kDuration, static_cast<uint64_t>(q.grace_time_seconds));
+  if (q.grace_time_seconds) {
+    putQuantity(j, "grace_time", Quantity::kDuration, static_cast<uint64_t>(*q.grace_time_seconds));
+  }
   if (q.max_gpus_per_user_milli) {
     putQuantity(j, "max_gpus_per_user", Quantity::kGpuAmount, *q.max_gpus_per_user_milli);
   }
@@ -186,7 +188,7 @@ Status fromJson(const json& j, Qos* out, std::string_view path) {
   r.optionalQuantity("max_gpus_per_user", Quantity::kGpuAmount, &out->max_gpus_per_user_milli,
                      true);
   r.optionalQuantity("max_wall_time", Quantity::kDuration, &out->max_wall_time_seconds);
-  r.quantity("grace_time", Quantity::kDuration, &out->grace_time_seconds);
+  r.optionalQuantity("grace_time", Quantity::kDuration, &out->grace_time_seconds);
   r.check(isQosName(out->name), "name",
           "must have 1 to 64 letters, digits, '_', '.' or '-', got '" + out->name + "'");
   r.check(!out->max_wall_time_seconds || *out->max_wall_time_seconds > 0, "max_wall_time",

@@ -69,7 +69,10 @@ struct Qos {
   bool preemptible = false;  // jobs in this QoS may be preempted for higher-priority work
   std::optional<uint64_t> max_gpus_per_user_milli;
   std::optional<int64_t> max_wall_time_seconds;  // also the default time limit
-  int64_t grace_time_seconds = 0;                // between the preemption signal and the kill
+  // Between the preemption (or time-limit) signal and the kill; 0: killed at once. Unset: the
+  // controller's configured preemption grace ([scheduler] preempt_grace) and the agent's
+  // default at the time limit, as for a level only configured in gpoold.
+  std::optional<int64_t> grace_time_seconds;
   bool operator==(const Qos&) const = default;
 };
 

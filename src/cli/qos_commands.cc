@@ -40,18 +40,22 @@ struct QosFlag {
   const char* canonical;
   const char* help;
   bool integer;
-  bool clearable;
+  // The word that unsets the field in `qos set` ("none": no limit; "default": the controller's
+  // configured value); nullptr: it cannot be unset.
+  const char* unset_word;
 };
 const std::vector<QosFlag>& qosFlags() {
   static const std::vector<QosFlag> flags = {
-      {"priority", "priority", "priority", "higher goes first, 0 to 1000000", true, false},
-      {"description", "description", "description", "what the level is for", false, false},
+      {"priority", "priority", "priority", "higher goes first, 0 to 1000000", true, nullptr},
+      {"description", "description", "description", "what the level is for", false, nullptr},
       {"max-gpus-per-user", "max_gpus_per_user", "max_gpus_per_user_milli",
-       "GPUs one user may hold in this QoS (none: no limit)", false, true},
+       "GPUs one user may hold in this QoS (none: no limit)", false, "none"},
       {"max-wall-time", "max_wall_time", "max_wall_time_seconds",
-       "longest time limit, also the default (2d; none: no limit)", false, true},
+       "longest time limit, also the default (2d; none: no limit)", false, "none"},
       {"grace-time", "grace_time", "grace_time_seconds",
-       "between the preemption signal and the kill (60s)", false, false},
+       "between the preemption or time-limit signal and the kill (60s; 0: killed at once; "
+       "default: gpoold's preempt_grace, as when not given)",
+       false, "default"},
   };
   return flags;
 }
@@ -89,7 +93,7 @@ Status runQosList(const GlobalOptions& global) {
     rows.push_back({q.name, std::to_string(q.priority), q.preemptible ? "yes" : "no",
                     q.max_gpus_per_user_milli ? gpuAmount(*q.max_gpus_per_user_milli) : "-",
                     q.max_wall_time_seconds ? formatDuration(*q.max_wall_time_seconds) : "-",
-                    formatDuration(q.grace_time_seconds),
+                    q.grace_time_seconds ? formatDuration(*q.grace_time_seconds) : "default",
                     q.description.empty() ? "-" : q.description});
   }
   if (rows.empty()) {
@@ -133,12 +137,11 @@ Status runQosWrite(const GlobalOptions& global, const QosArgs& a, bool add) {
     if (it == a.values.end()) continue;
     qos.erase(f.canonical);
     qos.erase(f.field);
+    if (f.unset_word != nullptr && it->second == f.unset_word) continue;  // left unset
     if (it->second == "none") {
-      if (!f.clearable) {
-        return Status::invalidArgument(std::string("--") + f.flag +
-                                       ": 'none' is not allowed here (give a value)");
-      }
-      continue;
+      return Status::invalidArgument(
+          std::string("--") + f.flag + ": 'none' is not allowed here (give a value" +
+          (f.unset_word != nullptr ? std::string(", or '") + f.unset_word + "'" : "") + ")");
     }
     if (f.integer) {
       GPOOL_ASSIGN_OR_RETURN(uint32_t v, parseUint32(it->second, std::string("--") + f.flag));

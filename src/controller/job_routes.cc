@@ -26,8 +26,8 @@ constexpr net::RouteOptions kCommits{.blocking = true};
 json eventJson(const store::JobEvent& e) {
   return json{{"seq", e.seq},
               {"time_us", toUnixMicros(e.time)},
-              {"from_state", e.from_state},
-              {"to_state", e.to_state},
+              {"from_state", e.fromStateName()},
+              {"to_state", api::jobStateName(e.to_state)},
               {"reason", e.reason}};
 }
 

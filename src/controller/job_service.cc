@@ -573,7 +573,8 @@ Result<LogChunk> JobService::readLog(const Caller& caller, int64_t id, uint32_t 
 Status JobService::cancel(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kCancel));
   const api::JobState state = record.state;
-  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kCancelled));
+  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(state, api::JobState::kCancelled)
+                            .withContext("job " + std::to_string(id)));
   // The store re-checks the state inside its transaction, so a job that ended meanwhile is
   // FailedPrecondition rather than cancelled twice.
   GPOOL_RETURN_IF_ERROR(store_.recordEnd(id, api::JobState::kCancelled, std::nullopt, clock_.now(),
@@ -587,7 +588,8 @@ Status JobService::cancel(const Caller& caller, int64_t id) {
 
 Status JobService::requeue(const Caller& caller, int64_t id) {
   GPOOL_ASSIGN_OR_RETURN(store::JobRecord record, loadChecked(caller, id, JobAction::kRequeue));
-  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(record.state, api::JobState::kPending));
+  GPOOL_RETURN_IF_ERROR(api::checkJobTransition(record.state, api::JobState::kPending)
+                            .withContext("job " + std::to_string(id)));
   GPOOL_RETURN_IF_ERROR(store_.transitionJob(store::JobTransition{
       id, {record.state}, api::JobState::kPending, clock_.now(), "requeued by " + caller.user}));
   if (listener_) listener_->jobsChanged();

@@ -200,7 +200,7 @@ Result<net::Router> MetricsExporter::instrument(const net::Router& router) {
 
 Status MetricsExporter::refreshJobStats() {
   auto stats = std::make_shared<JobStats>();
-  Result<std::vector<std::pair<std::string, int64_t>>> by_state = store_.countJobsByState();
+  Result<std::vector<std::pair<api::JobState, int64_t>>> by_state = store_.countJobsByState();
   if (!by_state.ok()) {
     stats_errors_.fetch_add(1, std::memory_order_relaxed);
     return by_state.status();
@@ -464,7 +464,7 @@ void MetricsExporter::writeJobs(PromWriter& out) const {
   }
   out.family("gpool_jobs", "gauge", "Jobs by state (as of gpool_job_stats_read_timestamp).");
   for (const auto& [state, n] : stats->by_state)
-    out.sample("gpool_jobs", {{"state", state}}, double(n));
+    out.sample("gpool_jobs", {{"state", api::jobStateName(state)}}, double(n));
   out.family("gpool_jobs_pending", "gauge", "Pending jobs by pending reason.");
   for (const store::PendingReasonCount& p : stats->pending)
     out.sample("gpool_jobs_pending", {{"reason", p.reason}}, double(p.jobs));

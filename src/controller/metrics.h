@@ -69,7 +69,7 @@ class Histogram {
 
 // Job counts from the store, as the collector last read them.
 struct JobStats {
-  std::vector<std::pair<std::string, int64_t>> by_state;
+  std::vector<std::pair<api::JobState, int64_t>> by_state;
   std::vector<store::PendingReasonCount> pending;
   TimePoint read_at{};
 };

@@ -330,7 +330,7 @@ Result<nlohmann::json> poolSummary(store::Store& store, const NodeRegistry& regi
   json jobs_by_state = json::object();
   int64_t job_total = 0;
   for (const auto& [state, count] : job_counts) {
-    jobs_by_state[state] = count;
+    jobs_by_state[std::string(api::jobStateName(state))] = count;
     job_total += count;
   }
   return json{

@@ -478,6 +478,19 @@ Status SchedulingLoop::persistStart(
   return Status::ok();
 }
 
+// The input of one pass, built by snapshotPool and snapshotJobs. `by_id` points into `records`.
+struct SchedulingLoop::PassInput {
+  TimePoint now{};
+  sched::ClusterState cluster;
+  std::set<std::string> pool_models;  // the GPU models of the registered nodes
+  std::vector<store::JobRecord> records;
+  std::unordered_map<int64_t, const store::JobRecord*> by_id;
+  std::map<std::string, std::set<uint32_t>> rendezvous_ports;  // see persistStart
+  std::vector<sched::Job> jobs;
+  std::string default_qos;
+  StorePolicy policy;
+};
+
 Result<PassReport> SchedulingLoop::runOnce() {
   {
     std::lock_guard wake(wake_mu_);
@@ -490,9 +503,18 @@ Result<PassReport> SchedulingLoop::runOnce() {
     spdlog::warn("node {} is DOWN (not responding)", name);
   GPOOL_RETURN_IF_ERROR(failJobsOnDownNodes(report));
 
-  TimePoint now = clock_.now();
-  sched::ClusterState cluster;
-  std::set<std::string> pool_models;
+  PassInput in;
+  in.now = clock_.now();
+  snapshotPool(in);
+  GPOOL_RETURN_IF_ERROR(snapshotJobs(in));
+  sched::SchedulerPass pass(*policy_);
+  sched::Decisions decisions =
+      pass.run(in.cluster, in.jobs, ledger_, in.policy.config, in.now, random_);
+  GPOOL_RETURN_IF_ERROR(applyDecisions(in, decisions, report));
+  return report;
+}
+
+void SchedulingLoop::snapshotPool(PassInput& in) const {
   for (const api::Node& node : registry_.nodes()) {
     sched::Node n = schedNodeFor(node);
     // A node whose agent is not connected gets no new work: nothing there could start it, and
@@ -500,23 +522,23 @@ Result<PassReport> SchedulingLoop::runOnce() {
     if (options_.require_connected_agents && !registry_.agentConnected(node.name)) {
       n.schedulable = false;
     }
-    cluster.addNode(std::move(n));
+    in.cluster.addNode(std::move(n));
     for (const api::Gpu& gpu : node.gpus)
-      pool_models.insert(gpu.model);
+      in.pool_models.insert(gpu.model);
   }
+}
+
+Status SchedulingLoop::snapshotJobs(PassInput& in) {
   // The pool's models each requested list of names means, once per pass.
   std::map<std::vector<std::string>, std::vector<std::string>> model_names;
 
-  GPOOL_ASSIGN_OR_RETURN(std::vector<store::JobRecord> records,
+  GPOOL_ASSIGN_OR_RETURN(in.records,
                          store_.jobsInStates({api::JobState::kPending, api::JobState::kRunning,
                                               api::JobState::kCompleting}));
-  std::unordered_map<int64_t, const store::JobRecord*> by_id;
-  std::map<std::string, std::set<uint32_t>> rendezvous_ports;  // see persistStart
-  std::vector<sched::Job> jobs;
-  jobs.reserve(records.size());
-  const std::string default_qos = defaultQos(options_.scheduler);
-  GPOOL_ASSIGN_OR_RETURN(StorePolicy policy,
-                         readStorePolicy(store_, options_.scheduler, now, records));
+  in.jobs.reserve(in.records.size());
+  in.default_qos = defaultQos(options_.scheduler);
+  GPOOL_ASSIGN_OR_RETURN(in.policy,
+                         readStorePolicy(store_, options_.scheduler, in.now, in.records));
   ++spec_pass_;
   std::map<int64_t, bool> idle_now;
   if (options_.idle.enabled) {
@@ -527,22 +549,22 @@ Result<PassReport> SchedulingLoop::runOnce() {
     }
     if (options_.idle.jobs_idle) idle_now = options_.idle.jobs_idle();
     // Flag after `after`, warn at once (the flag is the warning), stop `grace` later.
-    sched::IdleReclaimConfig& idle = policy.config.idle;
+    sched::IdleReclaimConfig& idle = in.policy.config.idle;
     idle.enabled = true;
     idle.flag_after_s = idle.warn_after_s = options_.idle.after_s;
     idle.preempt_after_s = options_.idle.after_s + options_.idle.grace_s;
     idle.preempt = true;
   }
   std::set<int64_t> running;  // the RUNNING jobs this pass saw, for idle_'s upkeep
-  for (const store::JobRecord& record : records) {
-    by_id[record.id] = &record;
+  for (const store::JobRecord& record : in.records) {
+    in.by_id[record.id] = &record;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobWithoutSpec(record));
     GPOOL_ASSIGN_OR_RETURN(const SpecSummary* spec, specOf(record));
     sched::Job sj;
     sj.id = static_cast<sched::JobId>(record.id);
     sj.user = record.user;
     sj.group = record.group;
-    sj.qos = spec->qos.empty() ? default_qos : spec->qos;
+    sj.qos = spec->qos.empty() ? in.default_qos : spec->qos;
     sj.submit_time = record.submit_time;
     sj.time_limit_s = spec->time_limit_seconds;
     sj.preemptible = spec->preemptible;
@@ -553,7 +575,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
         !models.empty()) {
       auto known = model_names.find(models);
       if (known == model_names.end()) {
-        std::vector<std::string> matched = api::matchingGpuModels(models, pool_models);
+        std::vector<std::string> matched = api::matchingGpuModels(models, in.pool_models);
         known = model_names.emplace(models, matched.empty() ? models : matched).first;
       }
       models = known->second;
@@ -566,25 +588,25 @@ Result<PassReport> SchedulingLoop::runOnce() {
       const std::vector<std::string> nodes = taskNodesOf(job.allocations);
       if (nodes.size() >= 2 && !job.allocations.empty()) {
         uint32_t port = job.allocations[0].rendezvous_port;
-        rendezvous_ports[nodes[0]].insert(port != 0 ? port : rendezvousPreferredPort(record.id));
+        in.rendezvous_ports[nodes[0]].insert(port != 0 ? port : rendezvousPreferredPort(record.id));
       }
-      auto allocs = schedAllocationsFor(job.allocations, cluster);
+      auto allocs = schedAllocationsFor(job.allocations, in.cluster);
       if (!allocs) continue;  // on a node not registered (yet): invisible to this pass
       bool applied = true;
       for (const sched::TaskAllocation& t : *allocs) {
-        if (!cluster.apply(t).isOk()) applied = false;
+        if (!in.cluster.apply(t).isOk()) applied = false;
       }
       if (!applied) spdlog::error("job {}: its placement does not fit its nodes", record.id);
       sj.state = sched::JobState::kRunning;
       sj.allocation = std::move(*allocs);
-      sj.start_time = record.start_time.value_or(now);
+      sj.start_time = record.start_time.value_or(in.now);
       auto p = preempting_.find(record.id);
       if (p != preempting_.end()) sj.preempt_deadline = p->second.deadline;
       if (options_.idle.enabled && record.state == api::JobState::kRunning) {
         running.insert(record.id);
-        GPOOL_RETURN_IF_ERROR(trackIdle(record, idle_now, sj.preemptible, sj.qos, sj, now));
+        GPOOL_RETURN_IF_ERROR(trackIdle(record, idle_now, sj.preemptible, sj.qos, sj, in.now));
       }
-      jobs.push_back(std::move(sj));
+      in.jobs.push_back(std::move(sj));
       continue;
     }
     // What the pass needs to decide holds and dependencies (it decides; sched::Job).
@@ -593,8 +615,8 @@ Result<PassReport> SchedulingLoop::runOnce() {
                                        : sched::Hold::kUser;
     for (const api::Dependency& dep : spec->dependencies) {
       sched::Dependency d{dep.job_id, dependencyKindOf(dep.kind), sched::DependencyState::kOpen};
-      auto known = by_id.find(static_cast<int64_t>(dep.job_id));
-      if (known == by_id.end()) {
+      auto known = in.by_id.find(static_cast<int64_t>(dep.job_id));
+      if (known == in.by_id.end()) {
         Result<store::JobRecord> other = store_.getJob(static_cast<int64_t>(dep.job_id));
         if (other.ok()) {
           d.state = dependencyStateOf(other->state);
@@ -608,7 +630,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
     }
     auto claim = claims_.find(record.id);
     if (claim != claims_.end()) sj.victims = claim->second;
-    jobs.push_back(std::move(sj));
+    in.jobs.push_back(std::move(sj));
   }
   // Jobs no longer running (ended, requeued) start a new idle count if they run again.
   std::erase_if(idle_, [&running](const auto& entry) { return !running.count(entry.first); });
@@ -632,26 +654,42 @@ Result<PassReport> SchedulingLoop::runOnce() {
   std::erase_if(spec_summaries_,
                 [this](const auto& entry) { return entry.second.pass != spec_pass_; });
 
-  sched::SchedulerPass pass(*policy_);
-  sched::Decisions decisions = pass.run(cluster, jobs, ledger_, policy.config, now, random_);
+  return Status::ok();
+}
 
+Status SchedulingLoop::applyDecisions(PassInput& in, const sched::Decisions& decisions,
+                                      PassReport& report) {
   // A store QoS level's grace_time is also its jobs' grace at their time limit.
-  const std::map<std::string, int64_t> qos_grace = qosGraces(policy.config, default_qos);
+  const std::map<std::string, int64_t> qos_grace = qosGraces(in.policy.config, in.default_qos);
   auto graceOf = [&](const std::string& qos) -> std::optional<int64_t> {
     auto g = qos_grace.find(qos);
     return g == qos_grace.end() ? std::nullopt : std::optional<int64_t>(g->second);
   };
   for (const sched::StartDecision& start : decisions.starts) {
-    GPOOL_RETURN_IF_ERROR(persistStart(start, *by_id.at(static_cast<int64_t>(start.job)), cluster,
-                                       graceOf, rendezvous_ports, report));
+    GPOOL_RETURN_IF_ERROR(persistStart(start, *in.by_id.at(static_cast<int64_t>(start.job)),
+                                       in.cluster, graceOf, in.rendezvous_ports, report));
   }
   // A preemptor's claim lasts while it pends: dropped once it started or left the queue.
   std::set<int64_t> still_pending;
   for (const sched::PendingDecision& p : decisions.pending)
     still_pending.insert(static_cast<int64_t>(p.job));
   std::erase_if(claims_, [&](const auto& entry) { return !still_pending.count(entry.first); });
-  for (const sched::IdleDecision& d : decisions.idle) {
-    const store::JobRecord& record = *by_id.at(static_cast<int64_t>(d.job));
+  GPOOL_RETURN_IF_ERROR(applyIdleDecisions(in, decisions.idle));
+  GPOOL_RETURN_IF_ERROR(applyPreemptions(in, decisions.preemptions, report));
+  for (const sched::CancelDecision& c : decisions.cancels) {
+    spdlog::info("job {}: cancelled, {}: {}", c.job, c.reason, c.detail);
+    Status s = store_.recordEnd(static_cast<int64_t>(c.job), api::JobState::kCancelled,
+                                std::nullopt, in.now, c.reason);
+    if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
+  }
+  publishInsight(in, decisions);
+  return persistPendingReasons(in, decisions.pending, report);
+}
+
+Status SchedulingLoop::applyIdleDecisions(const PassInput& in,
+                                          const std::vector<sched::IdleDecision>& idle) {
+  for (const sched::IdleDecision& d : idle) {
+    const store::JobRecord& record = *in.by_id.at(static_cast<int64_t>(d.job));
     auto it = idle_.find(record.id);
     if (it == idle_.end()) continue;
     const IdleAction action = it->second.action;
@@ -667,7 +705,7 @@ Result<PassReport> SchedulingLoop::runOnce() {
         case IdleAction::kEnd: reason += "ended at " + utcText(at) + " unless used"; break;
         default: reason += "not reclaimed (its QoS only warns)"; break;
       }
-      Status s = store_.setJobReason(record.id, api::JobState::kRunning, now, reason);
+      Status s = store_.setJobReason(record.id, api::JobState::kRunning, in.now, reason);
       if (s.code() == StatusCode::kFailedPrecondition) continue;  // ended meanwhile
       GPOOL_RETURN_IF_ERROR(s);
       it->second.warned = true;
@@ -681,55 +719,61 @@ Result<PassReport> SchedulingLoop::runOnce() {
                    formatDuration(d.idle_s), requeue ? "requeued" : "ended");
     }
   }
-  for (const sched::PreemptDecision& p : decisions.preemptions) {
-    const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
-    preempting_[record.id] = Leaving{now + std::chrono::seconds(p.grace_s), p.reason};
+  return Status::ok();
+}
+
+Status SchedulingLoop::applyPreemptions(const PassInput& in,
+                                        const std::vector<sched::PreemptDecision>& preemptions,
+                                        PassReport& report) {
+  for (const sched::PreemptDecision& p : preemptions) {
+    const store::JobRecord& record = *in.by_id.at(static_cast<int64_t>(p.job));
+    preempting_[record.id] = Leaving{in.now + std::chrono::seconds(p.grace_s), p.reason};
     if (p.for_job != 0) claims_[static_cast<int64_t>(p.for_job)].push_back(p.job);
     ++report.preempted;
     GPOOL_ASSIGN_OR_RETURN(api::Job job, store::apiJobFrom(record));
     for (const api::Allocation& a : job.allocations)
       gateway_.cancel(a.node, record.id, a.task, record.epoch, p.grace_s, "preempted");
   }
-  for (const sched::CancelDecision& c : decisions.cancels) {
-    spdlog::info("job {}: cancelled, {}: {}", c.job, c.reason, c.detail);
-    Status s = store_.recordEnd(static_cast<int64_t>(c.job), api::JobState::kCancelled,
-                                std::nullopt, now, c.reason);
-    if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
-  }
-  {
-    std::unordered_map<int64_t, PendingInsight> insight;
-    insight.reserve(decisions.pending.size());
-    std::vector<PendingCudaNeed> cuda_needs;
-    for (const sched::PendingDecision& p : decisions.pending) {
-      insight[static_cast<int64_t>(p.job)].detail = p.detail;
-      const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
-      Result<const SpecSummary*> spec = specOf(record);  // decoded earlier in this pass
-      if (spec.ok() && (*spec)->request.task.constraints.min_cuda > 0) {
-        cuda_needs.push_back({record.id, record.user, (*spec)->request.task.constraints.min_cuda});
-      }
-    }
-    for (const sched::ReservationDecision& r : decisions.reservations)
-      insight[static_cast<int64_t>(r.job)].expected_start = r.start;
-    std::sort(
-        cuda_needs.begin(), cuda_needs.end(),
-        [](const PendingCudaNeed& a, const PendingCudaNeed& b) { return a.job_id < b.job_id; });
-    std::lock_guard hold(insight_mu_);
-    insight_ = std::move(insight);
-    cuda_needs_ = std::move(cuda_needs);
-  }
+  return Status::ok();
+}
+
+void SchedulingLoop::publishInsight(const PassInput& in, const sched::Decisions& decisions) {
+  std::unordered_map<int64_t, PendingInsight> insight;
+  insight.reserve(decisions.pending.size());
+  std::vector<PendingCudaNeed> cuda_needs;
   for (const sched::PendingDecision& p : decisions.pending) {
+    insight[static_cast<int64_t>(p.job)].detail = p.detail;
+    const store::JobRecord& record = *in.by_id.at(static_cast<int64_t>(p.job));
+    Result<const SpecSummary*> spec = specOf(record);  // decoded earlier in this pass
+    if (spec.ok() && (*spec)->request.task.constraints.min_cuda > 0) {
+      cuda_needs.push_back({record.id, record.user, (*spec)->request.task.constraints.min_cuda});
+    }
+  }
+  for (const sched::ReservationDecision& r : decisions.reservations)
+    insight[static_cast<int64_t>(r.job)].expected_start = r.start;
+  std::sort(cuda_needs.begin(), cuda_needs.end(),
+            [](const PendingCudaNeed& a, const PendingCudaNeed& b) { return a.job_id < b.job_id; });
+  std::lock_guard hold(insight_mu_);
+  insight_ = std::move(insight);
+  cuda_needs_ = std::move(cuda_needs);
+}
+
+Status SchedulingLoop::persistPendingReasons(const PassInput& in,
+                                             const std::vector<sched::PendingDecision>& pending,
+                                             PassReport& report) {
+  for (const sched::PendingDecision& p : pending) {
     ++report.pending;
-    const store::JobRecord& record = *by_id.at(static_cast<int64_t>(p.job));
+    const store::JobRecord& record = *in.by_id.at(static_cast<int64_t>(p.job));
     std::string reason(sched::queueReasonName(p.reason));
     // A hold's reason is the hold's own (setJobHold wrote it).
     if (record.reason == reason || p.reason == sched::QueueReason::kJobHeldUser ||
         p.reason == sched::QueueReason::kJobHeldAdmin) {
       continue;  // persisted already: no event per pass
     }
-    Status s = store_.setJobReason(record.id, api::JobState::kPending, now, reason);
+    Status s = store_.setJobReason(record.id, api::JobState::kPending, in.now, reason);
     if (!s.isOk() && s.code() != StatusCode::kFailedPrecondition) return s;
   }
-  return report;
+  return Status::ok();
 }
 
 Status SchedulingLoop::taskStarted(int64_t job_id, int64_t lease_epoch,

@@ -208,7 +208,36 @@ class SchedulingLoop final : public JobListener {
   double groupUsage(const std::string& group) const;
 
  private:
+  // One pass (runOnce) in its steps: failJobsOnDownNodes, snapshotPool, snapshotJobs, the
+  // scheduler library's pass (sched::SchedulerPass, which decides), then applyDecisions. All
+  // under mu_. Errors: the store's (the pass stops there; the next one starts over).
+  struct PassInput;  // scheduling_loop.cc
   Status failJobsOnDownNodes(PassReport& report);
+  // The registered nodes as the scheduler's pool, and their GPU models. A node whose agent is
+  // not connected is not schedulable (LoopOptions::require_connected_agents).
+  void snapshotPool(PassInput& in) const;
+  // The PENDING, RUNNING and COMPLETING jobs as the scheduler sees them, with the store's policy
+  // (QoS levels, quotas, GPU-hours used). Running ones are applied to the pool and their idle
+  // time tracked; pending ones carry their holds, dependencies and preemptor claims. Specs of
+  // jobs not seen are dropped from spec_summaries_.
+  Status snapshotJobs(PassInput& in);
+  // Carries out the pass's decisions, in this order: starts (persistStart), claims' upkeep,
+  // idle flags and reclaims, preemptions, cancels of jobs whose dependencies can never be met,
+  // the pending details and expected starts (pendingInsight), and changed pending reasons.
+  Status applyDecisions(PassInput& in, const sched::Decisions& decisions, PassReport& report);
+  // Flags an idle job (its reason, an event) or marks it reclaimed (reclaiming_).
+  Status applyIdleDecisions(const PassInput& in, const std::vector<sched::IdleDecision>& idle);
+  // Stops each victim's tasks with its grace (gateway_.cancel), remembers when it leaves
+  // (preempting_) and for whom (claims_).
+  Status applyPreemptions(const PassInput& in,
+                          const std::vector<sched::PreemptDecision>& preemptions,
+                          PassReport& report);
+  // What pendingInsight and pendingCudaNeeds answer until the next pass.
+  void publishInsight(const PassInput& in, const sched::Decisions& decisions);
+  // Writes a pending job's reason when it changed (one event per change, none per pass).
+  Status persistPendingReasons(const PassInput& in,
+                               const std::vector<sched::PendingDecision>& pending,
+                               PassReport& report);
   // `grace_of(spec.qos)`: the job's QoS grace_time (SIGTERM to SIGKILL at the time limit);
   // nullopt: the agent's default.
   // `rendezvous_ports`: by server, the MASTER_PORTs of the running jobs of several tasks whose

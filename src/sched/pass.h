@@ -13,14 +13,23 @@
 // The state and the steps of one scheduling pass (SchedulerPass::run), internal to the
 // scheduler library. The steps live in one file each, in the order a pass runs them:
 //
-//   queue_order.cc   who is considered first: priority factors, the queue order, and which
-//                    running work is borrowed beyond its group's guarantee
+//   queue_order.cc   what every job holds and asks for, priority factors (fair share, QoS,
+//                    age, size) and the order in which pending jobs are considered
+//   reclaim.cc       which running work is borrowed beyond its group's guarantee, and the rules
+//                    by which a group below its deserved share takes it back
+//   idle_reclaim.cc  allocations idle too long: flagged, warned, evicted
+//   reservation.cc   preemptors' claims on what their victims free (before the queue walk), and
+//                    the reservation of the top blocked job at its shadow time
 //   eligibility.cc   whether a job may start at all now: holds, dependencies, array limits,
 //                    QoS, GPU-hours and the caps on GPUs and compute held at once
-//   reservation.cc   preemptors' claims on what their victims free, the reservation of the top
-//                    blocked job (the shadow time), and backfill around reservations
-//   preemption.cc    idle reclaim, preemption by priority, and reclaim of borrowed capacity
-//   scheduler.cc     the walk over the queue that ties them together, and starts
+//   scheduler.cc     the walk over the queue that ties them together: place, or explain why
+//                    not (poolReason), then evict or reserve; and starts
+//   backfill.cc      a job that fits may start around the reservations without delaying them
+//   preemption.cc    eviction for a blocked job, by priority or by reclaim: simulate before
+//                    evict, least disturbing victims first
+//
+// SchedulerPass::run = prepare (queue_order.cc, reclaim.cc's markBorrowed), idleReclaim,
+// queueOrder, holdClaims, then schedule() per pending job in that order.
 //
 // Thread-safety: none; a Pass lives for one call of SchedulerPass::run.
 namespace gpool::sched::internal {
@@ -72,12 +81,41 @@ class Pass {
     PendingReason reason;
     std::string explanation;
   };
+  // What a blocked job may evict for itself in this pass (preemption.cc).
+  struct EvictionRights {
+    bool priority = false;  // less important preemptible work: it waited delay_s
+    bool reclaim = false;   // borrowed work of other groups: below its share, reclaim_delay_s
+  };
+  // A running job that may be evicted for a blocked one.
+  struct Candidate {
+    const Job* job;
+    bool reclaim;  // taken back as borrowed capacity (else evicted by priority)
+    double key;
+    double lost;  // GPU-seconds of work lost if it has no checkpoint
+  };
 
-  // queue_order.cc
+  // queue_order.cc: fills infos_ (demand, QoS, priority key), what users and groups hold, the
+  // deserved shares, and marks borrowed work (markBorrowed).
   void prepare();
-  void markBorrowed();
+  // Pending jobs, most important first; ties by submit time, then id. Indices into infos_.
   std::vector<size_t> queueOrder() const;
   std::string priorityText(const Info& info) const;
+
+  // reclaim.cc
+  // A group's guaranteed quota covers its running jobs in the order they started; the rest
+  // is borrowed (Info::borrowed), and reclaimable.
+  void markBorrowed();
+  // GPUs the group holds minus those of its jobs already leaving.
+  uint64_t remainingHeld(const std::string& group);
+  // Whether the job's group, with the job, stays within its deserved share (reclaim enabled).
+  bool belowShare(const Info& info);
+  // Whether `victim`, which ran `ran_s`, is borrowed work `preemptor` may take back: another
+  // group's, past reclaim_min_run_time_s, and its group keeps its deserved share without it.
+  bool mayReclaimFrom(const Info& victim, const Job& preemptor, int64_t ran_s);
+
+  // idle_reclaim.cc: IdleDecisions for running jobs idle past the configured times; those past
+  // preempt_after_s (warned, reclaimable) are evicted with their grace and noted as leaving.
+  void idleReclaim();
 
   // eligibility.cc: kNone when the job may be placed; otherwise why not, with `*detail`.
   QueueReason eligibility(const Info& info, std::string* detail) const;
@@ -86,14 +124,39 @@ class Pass {
   bool dependencyNeverMet(const Job& job, std::string* detail) const;
 
   // reservation.cc
+  // Before the queue walk: each pending job with victims leaving takes what they free (starts,
+  // or holds a claim on it) so that nobody else is placed there meanwhile.
   void holdClaims(const std::vector<size_t>& order);
+  // Reserves for a blocked job what it gets at its shadow time (running jobs ending at their
+  // time limits); false when backfill is off, the reservations are used up, or it never fits.
+  // Appends "; reserved to start in D" to `*detail`.
   bool reserve(Info& info, std::string* detail);
-  // Whether a job that fits on `r` may start although reservations exist, and where.
+
+  // backfill.cc: whether a job that fits on `r` may start although reservations exist, and
+  // where (started when true).
   bool backfill(Info& info, PlacementResult& r);
 
   // preemption.cc
-  void idleReclaim();
+  // Evicts running work so that the blocked job fits (by priority or reclaim), or waits for
+  // work already leaving; true when it did either (the job holds a reservation then). Adds to
+  // `*detail` what it did, or when it may preempt.
   bool tryPreempt(Info& info, std::string* detail);
+  // Whether the job may evict by priority and by reclaim now; when neither, appends "; may
+  // preempt in D" if waiting would change that.
+  EvictionRights evictionRights(const Info& info, std::string* detail);
+  // Reserves, when work already leaving frees enough for the job, what it will free.
+  bool waitForLeaving(const Info& info, std::string* detail);
+  // The running jobs the job may evict, least disturbing first: reclaimable borrowed work,
+  // then the least important, then the least work lost, then the newest.
+  std::vector<Candidate> victimCandidates(const Info& info, EvictionRights rights);
+  // The first candidates (in order) whose release makes the job fit, minus those that turn out
+  // unnecessary; reclaim never takes a group below its deserved share. False: none does.
+  bool chooseVictims(const Info& info, const std::vector<Candidate>& candidates,
+                     std::vector<const Candidate*>* chosen, PlacementResult* fit);
+  // Decides the evictions (PreemptDecisions with each victim's grace) and reserves `fit` for
+  // the job from the end of the longest grace.
+  void evict(const Info& info, const std::vector<const Candidate*>& chosen,
+             const PlacementResult& fit, std::string* detail);
 
   // scheduler.cc
   void schedule(Info& info);

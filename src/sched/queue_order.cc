@@ -1,5 +1,5 @@
-// The first step of a pass: what every job holds and asks for, its priority, the order in which
-// pending jobs are considered, and which running work is borrowed (see pass.h).
+// The first step of a pass: what every job holds and asks for, its priority, and the order in
+// which pending jobs are considered (see pass.h).
 #include <algorithm>
 #include <unordered_set>
 
@@ -93,31 +93,6 @@ void Pass::prepare() {
       case QueueOrder::kLeastAttainedService:
         info.key = -static_cast<double>(lasQueue(cfg_, j.attained_gpu_seconds));
         break;
-    }
-  }
-}
-
-// A group's guaranteed quota covers its running jobs in the order they started (ties by id);
-// the work beyond it is borrowed and stays reclaimable. Deciding it here from what runs, rather
-// than remembering a flag per job, makes it follow quota changes and survive restarts.
-void Pass::markBorrowed() {
-  std::unordered_map<std::string, std::vector<size_t>> running;
-  for (size_t i = 0; i < infos_.size(); ++i) {
-    if (infos_[i].job->state == JobState::kRunning) running[infos_[i].job->group].push_back(i);
-  }
-  for (auto& [group, members] : running) {
-    auto g = cfg_.groups.find(group);
-    const uint64_t quota = g == cfg_.groups.end() ? 0 : g->second.quota;
-    std::sort(members.begin(), members.end(), [&](size_t a, size_t b) {
-      const Job& x = *infos_[a].job;
-      const Job& y = *infos_[b].job;
-      if (x.start_time != y.start_time) return x.start_time < y.start_time;
-      return x.id < y.id;
-    });
-    uint64_t held = 0;
-    for (size_t i : members) {
-      held += infos_[i].demand;
-      infos_[i].borrowed = held > quota;
     }
   }
 }

@@ -1,6 +1,5 @@
-// Reservations (see pass.h): a preemptor's claim on what the jobs evicted for it free, the
-// reservation of the top blocked job at its shadow time (Slurm's backfill reservation), and
-// backfill of lower-priority jobs around them.
+// Reservations (see pass.h): a preemptor's claim on what the jobs evicted for it free, and the
+// reservation of the top blocked job at its shadow time (Slurm's backfill reservation).
 #include <algorithm>
 
 #include "common/units.h"
@@ -61,22 +60,6 @@ void Pass::holdClaims(const std::vector<size_t>& order) {
              "); what they free is reserved for it; reserved to start in " +
              formatDuration(secondsBetween(now_, until)));
   }
-}
-
-bool Pass::backfill(Info& info, PlacementResult& r) {
-  const Job& j = *info.job;
-  if (now_ + std::chrono::seconds(timeLimit(j)) <= earliest_reservation_) {
-    if (applyAll(work_, r.tasks)) {
-      start(info, std::move(r.tasks), true, r.explanation);
-      return true;
-    }
-  }
-  PlacementResult m = tryPlace(masked_, j.request, cache_masked_, true);
-  if (m.placed && applyAll(work_, m.tasks)) {
-    start(info, std::move(m.tasks), true, m.explanation);
-    return true;
-  }
-  return false;
 }
 
 // Finds when the job could start if running jobs end at their time limits (the shadow time),

@@ -334,7 +334,7 @@ Result<sched::SchedulerConfig> scenarioConfig(const Scenario& s) {
     level.name = q.name;
     level.priority = q.priority;
     level.preemptible = q.preemptible;
-    level.grace_s = q.grace_s.value_or(0);  // as a stored level (grace_time 0 by default)
+    level.grace_s = q.grace_s;  // as a stored level: unset is the configured preempt_grace
     level.max_gpus_per_user = q.max_gpus_per_user_milli.value_or(0);
     auto same = std::find_if(c.qos_levels.begin(), c.qos_levels.end(),
                              [&](const sched::QosLevel& l) { return l.name == q.name; });

@@ -181,13 +181,33 @@ std::string stateText(api::JobState state) {
   return std::string(api::jobStateName(state));
 }
 
-Result<api::JobState> stateOfColumn(const std::string& text, int64_t job_id) {
+// `where` names the row for the error ("job 12", "jobs.state").
+Result<api::JobState> stateOfColumn(const std::string& text, std::string_view where) {
   Result<api::JobState> state = api::parseJobState(text);
   if (!state.ok()) {
-    return Status::internal("job " + std::to_string(job_id) + ": stored state '" + text +
-                            "' unknown");
+    return Status::internal(std::string(where) + ": stored state '" + text + "' unknown");
   }
   return state;
+}
+
+Result<api::JobState> stateOfColumn(const std::string& text, int64_t job_id) {
+  return stateOfColumn(text, "job " + std::to_string(job_id));
+}
+
+// A job_events row (seq, job_id, time, from_state, to_state, reason, ...), its states mapped
+// like the jobs' column; the submission's empty from_state is no state.
+Result<JobEvent> eventFromRow(const SqlRow& r) {
+  JobEvent e;
+  e.seq = r.integer(0);
+  e.job_id = r.integer(1);
+  e.time = fromUnixMicros(r.integer(2));
+  if (const std::string& from = r.text(3); !from.empty()) {
+    GPOOL_ASSIGN_OR_RETURN(api::JobState state, stateOfColumn(from, e.job_id));
+    e.from_state = state;
+  }
+  GPOOL_ASSIGN_OR_RETURN(e.to_state, stateOfColumn(r.text(4), e.job_id));
+  e.reason = r.text(5);
+  return e;
 }
 
 // Takes the row's large texts (the spec and the placement) instead of copying them.
@@ -780,8 +800,8 @@ Result<std::vector<JobEvent>> SqlStore::jobEvents(int64_t job_id) {
                                     {job_id}));
     events.clear();
     for (const auto& r : rows) {
-      events.push_back(JobEvent{r.integer(0), r.integer(1), fromUnixMicros(r.integer(2)), r.text(3),
-                                r.text(4), r.text(5), "", "", ""});
+      GPOOL_ASSIGN_OR_RETURN(JobEvent e, eventFromRow(r));
+      events.push_back(std::move(e));
     }
     if (events.empty()) {
       GPOOL_ASSIGN_OR_RETURN(auto job, loadJob(tx, job_id));
@@ -861,8 +881,11 @@ Result<std::vector<JobEvent>> SqlStore::jobEventsAfter(int64_t after_seq, int32_
                  {after_seq, int64_t{limit}}));
     events.clear();
     for (const auto& r : rows) {
-      events.push_back(JobEvent{r.integer(0), r.integer(1), fromUnixMicros(r.integer(2)), r.text(3),
-                                r.text(4), r.text(5), r.text(6), r.text(7), r.text(8)});
+      GPOOL_ASSIGN_OR_RETURN(JobEvent e, eventFromRow(r));
+      e.user = r.text(6);
+      e.group = r.text(7);
+      e.placement_json = r.text(8);
+      events.push_back(std::move(e));
     }
     return Status::ok();
   });
@@ -1144,14 +1167,16 @@ Result<std::vector<JobRecord>> SqlStore::jobsInStates(const std::vector<api::Job
   return jobs;
 }
 
-Result<std::vector<std::pair<std::string, int64_t>>> SqlStore::countJobsByState() {
-  std::vector<std::pair<std::string, int64_t>> counts;
+Result<std::vector<std::pair<api::JobState, int64_t>>> SqlStore::countJobsByState() {
+  std::vector<std::pair<api::JobState, int64_t>> counts;
   Status txn_status = transact(false, [&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(
         auto rows, tx.query("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state"));
     counts.clear();
-    for (const auto& r : rows)
-      counts.emplace_back(r.text(0), r.integer(1));
+    for (const auto& r : rows) {
+      GPOOL_ASSIGN_OR_RETURN(api::JobState state, stateOfColumn(r.text(0), "jobs.state"));
+      counts.emplace_back(state, r.integer(1));
+    }
     return Status::ok();
   });
   if (!txn_status.isOk()) return txn_status;
@@ -1162,8 +1187,9 @@ Result<std::vector<PendingReasonCount>> SqlStore::pendingByReason() {
   std::vector<PendingReasonCount> counts;
   Status txn_status = transact(false, [&](Txn& tx) -> Status {
     GPOOL_ASSIGN_OR_RETURN(auto rows, tx.query("SELECT reason, COUNT(*), MIN(submit_time) FROM "
-                                               "jobs WHERE state = 'PENDING' GROUP BY reason "
-                                               "ORDER BY reason"));
+                                               "jobs WHERE state = $1 GROUP BY reason "
+                                               "ORDER BY reason",
+                                               {stateText(api::JobState::kPending)}));
     counts.clear();
     for (const auto& r : rows)
       counts.push_back({r.text(0), r.integer(1), fromUnixMicros(r.integer(2))});

@@ -121,7 +121,7 @@ class SqlStore : public Store {
   Status setJobHold(int64_t job_id, const std::string& hold, TimePoint now,
                     const std::string& reason) override;
   Result<std::vector<JobRecord>> jobsInStates(const std::vector<api::JobState>& states) override;
-  Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() override;
+  Result<std::vector<std::pair<api::JobState, int64_t>>> countJobsByState() override;
   Result<std::vector<PendingReasonCount>> pendingByReason() override;
   Result<int64_t> fireAlert(const AlertRecord& alert) override;
   Status resolveAlert(int64_t id, TimePoint when, const std::string& detail) override;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -132,8 +133,12 @@ struct JobEvent {
   int64_t seq = 0;
   int64_t job_id = 0;
   TimePoint time{};
-  std::string from_state;  // empty for the submission
-  std::string to_state;
+  std::optional<api::JobState> from_state;  // absent for the submission
+  api::JobState to_state = api::JobState::kPending;
+  // from_state's name as the API shows it: "" for the submission.
+  std::string_view fromStateName() const {
+    return from_state ? api::jobStateName(*from_state) : std::string_view();
+  }
   std::string reason;
   // Filled by jobEventsAfter only (empty from jobEvents): the job's owner and group, and its
   // placement when the events are read (not necessarily the one at the event's time).
@@ -458,7 +463,7 @@ class Store {
   // restart. Ascending id.
   virtual Result<std::vector<JobRecord>> jobsInStates(const std::vector<api::JobState>& states) = 0;
   // How many jobs are in each state (states without jobs are absent), ordered by state name.
-  virtual Result<std::vector<std::pair<std::string, int64_t>>> countJobsByState() = 0;
+  virtual Result<std::vector<std::pair<api::JobState, int64_t>>> countJobsByState() = 0;
   // PENDING jobs by their pending reason (the reason of their latest transition), with the
   // submit time of the oldest; ordered by reason. For gpoold's metrics.
   virtual Result<std::vector<PendingReasonCount>> pendingByReason() = 0;

@@ -56,6 +56,13 @@ TEST(UserJsonTest, RoundTrips) {
   q.grace_time_seconds = 300;
   EXPECT_TRUE(roundTrips(q));
   EXPECT_TRUE(roundTrips(Qos{"scavenger", "", 0, true, std::nullopt, std::nullopt, 60}));
+  // Unset grace (the controller's preempt_grace) and an explicit 0 (killed at once) differ.
+  q.grace_time_seconds.reset();
+  EXPECT_TRUE(roundTrips(q));
+  EXPECT_FALSE(toJson(q).contains("grace_time_seconds"));
+  q.grace_time_seconds = 0;
+  EXPECT_TRUE(roundTrips(q));
+  EXPECT_EQ(toJson(q)["grace_time_seconds"], 0);
 }
 
 TEST(QuotaJsonTest, UnsetMeansUnlimitedAndZeroForbids) {

@@ -272,10 +272,26 @@ TEST_F(AdminCliTest, QuotasAndQos) {
   Output qlist = gpool({"qos", "list"});
   ASSERT_EQ(qlist.rc, 0) << qlist.err;
   EXPECT_EQ(qlist.out,
-            "QOS   PRIORITY  PREEMPTIBLE  MAX_GPUS/USER    MAX_WALL     GRACE  DESCRIPTION\n"
-            "high       100  no                       -  1-00:00:00  00:00:00  deadline work\n");
+            "QOS   PRIORITY  PREEMPTIBLE  MAX_GPUS/USER    MAX_WALL    GRACE  DESCRIPTION\n"
+            "high       100  no                       -  1-00:00:00  default  deadline work\n");
   json qjson = json::parse(gpool({"qos", "list", "--json"}).out);
   EXPECT_EQ(qjson["qos"][0]["max_wall_time_seconds"], 86400);
+  // No --grace-time: gpoold's preempt_grace (absent from the API); 0 is given explicitly, and
+  // "default" goes back to the configured grace.
+  EXPECT_FALSE(qjson["qos"][0].contains("grace_time_seconds")) << qjson.dump();
+  ASSERT_EQ(gpool({"qos", "set", "high", "--grace-time", "0"}).rc, 0);
+  qjson = json::parse(gpool({"qos", "list", "--json"}).out);
+  EXPECT_EQ(qjson["qos"][0]["grace_time_seconds"], 0) << qjson.dump();
+  EXPECT_TRUE(contains(gpool({"qos", "list"}).out, "1-00:00:00  00:00:00  deadline work"));
+  ASSERT_EQ(gpool({"qos", "set", "high", "--grace-time", "default"}).rc, 0);
+  qjson = json::parse(gpool({"qos", "list", "--json"}).out);
+  EXPECT_FALSE(qjson["qos"][0].contains("grace_time_seconds")) << qjson.dump();
+  Output none_grace = gpool({"qos", "set", "high", "--grace-time", "none"});
+  EXPECT_EQ(none_grace.rc, 2);
+  EXPECT_TRUE(contains(none_grace.err,
+                       "--grace-time: 'none' is not allowed here (give a value, "
+                       "or 'default')"))
+      << none_grace.err;
   EXPECT_EQ(gpool({"qos", "add", "high"}).rc, 5);
   Output bad_qos = gpool({"qos", "set", "high", "--grace-time", "soon"});
   EXPECT_EQ(bad_qos.rc, 2);

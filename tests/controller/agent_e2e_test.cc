@@ -1820,8 +1820,8 @@ class ContainerPreemptionTest : public ContainerJobTest {
 };
 
 TEST_F(ContainerPreemptionTest, APreemptedContainerStopsWithinGraceAndItsRequeueRunsAnew) {
-  // A 20 s grace for the victim's level, set on the level: one stored without grace_time gets
-  // 0 s today rather than [scheduler] preempt_grace (sched::QosLevel::grace_s is engaged at 0).
+  // A 20 s grace for the victim's level, set on the level (one stored without grace_time gets
+  // [scheduler] preempt_grace, 2 minutes here).
   for (const auto& [name, priority, preemptible] :
        {std::tuple{"low", 10, true}, std::tuple{"high", 100, false}}) {
     auto put = http_->request(net::Method::kPut, std::string("/v1/qos/") + name,

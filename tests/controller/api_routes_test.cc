@@ -510,6 +510,16 @@ TEST_F(ApiTest, GroupsQuotasAndQos) {
   json qos = body(get("alice", "/v1/qos"))["qos"];
   ASSERT_EQ(qos.size(), 1u);
   EXPECT_EQ(qos[0]["grace_time_seconds"], 120);
+  // Without grace_time the level keeps the controller's preempt_grace: the field stays absent
+  // (it read 0, killed at once); an explicit 0 is kept as 0.
+  ASSERT_EQ(call("root", Method::kPut, "/v1/qos/low", R"({"preemptible":true})").status, 201);
+  ASSERT_EQ(call("root", Method::kPut, "/v1/qos/zero", R"({"grace_time":"0"})").status, 201);
+  qos = body(get("alice", "/v1/qos"))["qos"];
+  ASSERT_EQ(qos.size(), 3u);
+  EXPECT_FALSE(qos[1].contains("grace_time_seconds")) << qos[1].dump();
+  EXPECT_EQ(qos[2]["grace_time_seconds"], 0) << qos[2].dump();
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/low").status, 200);
+  EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/zero").status, 200);
   EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/high").status, 200);
   EXPECT_EQ(call("root", Method::kDelete, "/v1/qos/high").status, 404);
 }

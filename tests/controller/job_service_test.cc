@@ -238,7 +238,7 @@ TEST_F(JobServiceTest, CancelPendingOnceWithEvent) {
   auto events = service_.events(alice_, id);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);
-  EXPECT_EQ(events->back().to_state, "CANCELLED");
+  EXPECT_EQ(events->back().to_state, api::JobState::kCancelled);
   EXPECT_EQ(events->back().reason, "cancelled by alice");
 }
 
@@ -295,6 +295,76 @@ TEST_F(JobServiceTest, RequeueAfterNodeFail) {
   auto job = store_->getJob(id);
   EXPECT_EQ(job->state, api::JobState::kPending);
   EXPECT_EQ(job->requeue_count, 1);
+}
+
+// The service's actions go through the one lifecycle (api/job.h): an action its table does not
+// allow from the job's state is FailedPrecondition naming the job and the transition, and leaves
+// the job, its events, its usage and the scheduling loop untouched.
+TEST_F(JobServiceTest, IllegalTransitionsAreRefusedAndNothingIsWritten) {
+  auto ids = service_.submit(alice_, SubmitRequest{makeSpec(1000), "", 0, "ml"});
+  ASSERT_TRUE(ids.ok());
+  const int64_t id = ids->front();
+  const std::string job_name = "job " + std::to_string(id) + ": ";
+  struct Snapshot {
+    store::JobRecord job;
+    size_t events = 0;
+    size_t usage = 0;
+    size_t attempts = 0;
+  };
+  auto snapshot = [&]() {
+    Snapshot s;
+    s.job = *store_->getJob(id);
+    s.events = store_->jobEvents(id)->size();
+    s.usage = store_->usageOfJob(id)->size();
+    s.attempts = store_->jobAttempts(id)->size();
+    return s;
+  };
+  auto expectUnchanged = [&](const Snapshot& before) {
+    Snapshot after = snapshot();
+    EXPECT_EQ(after.job.state, before.job.state);
+    EXPECT_EQ(after.job.reason, before.job.reason);
+    EXPECT_EQ(after.job.requeue_count, before.job.requeue_count);
+    EXPECT_EQ(after.job.epoch, before.job.epoch);
+    EXPECT_EQ(after.job.placement_json, before.job.placement_json);
+    EXPECT_EQ(after.job.start_time, before.job.start_time);
+    EXPECT_EQ(after.job.end_time, before.job.end_time);
+    EXPECT_EQ(after.job.exit_code, before.job.exit_code);
+    EXPECT_EQ(after.events, before.events);
+    EXPECT_EQ(after.usage, before.usage);
+    EXPECT_EQ(after.attempts, before.attempts);
+  };
+  auto expectRefused = [&](const Status& s, const std::string& transition) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.toString();
+    EXPECT_NE(s.message().find(job_name + "illegal job state transition " + transition),
+              std::string::npos)
+        << s.toString();
+  };
+
+  // PENDING -> PENDING: only a preempted or node-failed job is requeued.
+  int changed = listener_.changed;
+  Snapshot pending = snapshot();
+  expectRefused(service_.requeue(alice_, id), "PENDING -> PENDING");
+  expectUnchanged(pending);
+
+  // RUNNING -> PENDING: a running job is not requeued behind its tasks' back.
+  ASSERT_TRUE(store_->recordPlacement(id, R"([{"node":"gpu-01"}])", clock_.now(), "placed").ok());
+  clock_.advance(std::chrono::seconds(30));
+  Snapshot running = snapshot();
+  expectRefused(service_.requeue(alice_, id), "RUNNING -> PENDING");
+  expectUnchanged(running);
+
+  // COMPLETED -> CANCELLED and COMPLETED -> PENDING: an ended job stays as it ended.
+  ASSERT_TRUE(store_->recordEnd(id, api::JobState::kCompleted, 0, clock_.now(), "exit 0").isOk());
+  clock_.advance(std::chrono::seconds(30));
+  Snapshot completed = snapshot();
+  ASSERT_EQ(completed.usage, 1u);
+  expectRefused(service_.cancel(alice_, id), "COMPLETED -> CANCELLED");
+  expectUnchanged(completed);
+  expectRefused(service_.requeue(alice_, id), "COMPLETED -> PENDING");
+  expectUnchanged(completed);
+  // Nor is the scheduling loop told of a change, or asked to stop tasks.
+  EXPECT_EQ(listener_.changed, changed);
+  EXPECT_TRUE(listener_.cancelled.empty());
 }
 
 TEST_F(JobServiceTest, UnknownJobIsNotFound) {

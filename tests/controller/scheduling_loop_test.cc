@@ -24,13 +24,13 @@ class FakeGateway : public AgentGateway {
     int64_t job_id;
     uint32_t task;
     int64_t epoch;
+    int64_t grace_s;
     std::string reason;
   };
   void assign(const TaskAssignment& a) override { assigned.push_back(a); }
   void cancel(const std::string& node, int64_t job_id, uint32_t task, int64_t lease_epoch,
               int64_t grace_s, const std::string& reason) override {
-    (void)grace_s;
-    cancelled.push_back({node, job_id, task, lease_epoch, reason});
+    cancelled.push_back({node, job_id, task, lease_epoch, grace_s, reason});
   }
   std::vector<TaskAssignment> forJob(int64_t id) const {
     std::vector<TaskAssignment> out;
@@ -178,8 +178,8 @@ TEST_F(IdleReclaimTest, FlagsThenRequeuesOrEndsPerQosAndCallsOffWhenUsed) {
   EXPECT_EQ(reason(busy).rfind(kIdleReasonPrefix, 0), std::string::npos);
   auto events = ctl_->store->jobEvents(ended);
   ASSERT_TRUE(events.ok());
-  EXPECT_EQ(events->back().from_state, "RUNNING");
-  EXPECT_EQ(events->back().to_state, "RUNNING");
+  EXPECT_EQ(events->back().from_state, api::JobState::kRunning);
+  EXPECT_EQ(events->back().to_state, api::JobState::kRunning);
 
   // Used again: unflagged, and its idle time counts from the next idle reading.
   idle_now_[back] = false;
@@ -216,7 +216,7 @@ TEST_F(IdleReclaimTest, FlagsThenRequeuesOrEndsPerQosAndCallsOffWhenUsed) {
   ASSERT_TRUE(requeue_events.ok());
   ASSERT_GE(requeue_events->size(), 2u);
   const store::JobEvent& preempted = (*requeue_events)[requeue_events->size() - 2];
-  EXPECT_EQ(preempted.to_state, "PREEMPTED");
+  EXPECT_EQ(preempted.to_state, api::JobState::kPreempted);
   EXPECT_NE(preempted.reason.find("idle reclaim"), std::string::npos) << preempted.reason;
   EXPECT_EQ(state(warned_only), "RUNNING");
   EXPECT_EQ(state(busy), "RUNNING");
@@ -1046,6 +1046,57 @@ TEST_F(SchedulingLoopTest, QosGraceTimeReachesTheAssignment) {
   EXPECT_EQ(gateway_.forJob(in_high)[0].grace_s, std::optional<int64_t>(45));
   ASSERT_EQ(gateway_.forJob(in_default).size(), 1u);
   EXPECT_FALSE(gateway_.forJob(in_default)[0].grace_s.has_value());
+}
+
+// A stored QoS level without grace_time gives its preempted jobs the configured preempt_grace
+// (issue 21: they got 0 s, killed at once); an explicit 0 still kills at once. At the time
+// limit, the unset level leaves the agent's default, as a level only configured in gpoold does.
+TEST_F(SchedulingLoopTest, AStoredQosWithoutGraceTimeGivesTheConfiguredGrace) {
+  options_.scheduler.preemption.min_run_time_s = 0;
+  options_.scheduler.preemption.delay_s = 0;
+  options_.scheduler.preemption.grace_s = 77;
+  restart();
+  ASSERT_TRUE(ctl_->registry.registerNode(makeNode("gpu-01", 2)).ok());
+  api::Qos low;  // no grace_time
+  low.name = "low";
+  low.preemptible = true;
+  api::Qos at_once;
+  at_once.name = "at-once";
+  at_once.preemptible = true;
+  at_once.grace_time_seconds = 0;
+  api::Qos high;
+  high.name = "high";
+  high.priority = 100;
+  for (const api::Qos& q : {low, at_once, high})
+    ASSERT_TRUE(store::saveApiQos(*ctl_->store, q).isOk());
+  auto inQos = [](uint32_t gpus_milli, const std::string& qos) {
+    api::JobSpec spec = makeSpec(gpus_milli);
+    spec.qos = qos;
+    return spec;
+  };
+  int64_t in_low = submit(inQos(1000, "low"));
+  int64_t in_at_once = submit(inQos(1000, "at-once"));
+  pass();
+  ASSERT_EQ(state(in_low), "RUNNING");
+  ASSERT_EQ(state(in_at_once), "RUNNING");
+  ASSERT_EQ(gateway_.forJob(in_low).size(), 1u);
+  EXPECT_FALSE(gateway_.forJob(in_low)[0].grace_s.has_value());
+  ASSERT_EQ(gateway_.forJob(in_at_once).size(), 1u);
+  EXPECT_EQ(gateway_.forJob(in_at_once)[0].grace_s, std::optional<int64_t>(0));
+
+  int64_t urgent = submit(inQos(2000, "high"));
+  clock_.advance(std::chrono::seconds(1));
+  pass();
+  std::map<int64_t, int64_t> grace_of;
+  for (const FakeGateway::Cancel& c : gateway_.cancelled)
+    grace_of[c.job_id] = c.grace_s;
+  ASSERT_EQ(grace_of.size(), 2u) << ctl_->store->getJob(urgent)->reason;
+  EXPECT_EQ(grace_of[in_low], 77);
+  EXPECT_EQ(grace_of[in_at_once], 0);
+  // The preemptor waits for the longest grace of its victims (gpool show's pending detail).
+  std::optional<PendingInsight> insight = ctl_->loop.pendingInsight(urgent);
+  ASSERT_TRUE(insight.has_value());
+  EXPECT_NE(insight->detail.find("grace period of 00:01:17"), std::string::npos) << insight->detail;
 }
 
 // The store's QoS levels and quotas, as the pass's scheduler sees them.

@@ -55,8 +55,8 @@ TEST_P(JobsTest, SubmitStoresEveryFieldAndASubmittedEvent) {
   auto events = store().jobEvents(ids->at(0));
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 1u);
-  EXPECT_EQ(events->at(0).from_state, "");
-  EXPECT_EQ(events->at(0).to_state, "PENDING");
+  EXPECT_EQ(events->at(0).from_state, std::nullopt);
+  EXPECT_EQ(events->at(0).to_state, api::JobState::kPending);
   EXPECT_EQ(events->at(0).reason, "submitted");
   EXPECT_EQ(events->at(0).time, at(10));
 }
@@ -115,7 +115,8 @@ TEST_P(JobsTest, CountsJobsByState) {
   ASSERT_TRUE(store().recordPlacement(a, "[]", at(4), "placed").ok());
   auto counts = store().countJobsByState();
   ASSERT_TRUE(counts.ok()) << counts.status().toString();
-  std::vector<std::pair<std::string, int64_t>> want{{"PENDING", 2}, {"RUNNING", 1}};
+  std::vector<std::pair<api::JobState, int64_t>> want{{api::JobState::kPending, 2},
+                                                      {api::JobState::kRunning, 1}};
   EXPECT_EQ(*counts, want);
 }
 
@@ -138,8 +139,8 @@ TEST_P(JobsTest, AHeldJobStaysPendingAndIsNotPlaced) {
   auto events = store().jobEvents(id);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 3u);
-  EXPECT_EQ(events->at(1).from_state, "PENDING");
-  EXPECT_EQ(events->at(1).to_state, "PENDING");
+  EXPECT_EQ(events->at(1).from_state, api::JobState::kPending);
+  EXPECT_EQ(events->at(1).to_state, api::JobState::kPending);
   EXPECT_EQ(events->at(1).reason, "JobHeldUser");
   EXPECT_EQ(events->at(2).reason, "released");
   ASSERT_TRUE(store().recordPlacement(id, "[]", at(5), "placed").ok());
@@ -248,11 +249,11 @@ TEST_P(JobsTest, LifecycleRecordsEventsEpochsAndUsage) {
   auto events = store().jobEvents(id);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 4u);
-  EXPECT_EQ(events->at(1).from_state, "PENDING");
-  EXPECT_EQ(events->at(1).to_state, "RUNNING");
+  EXPECT_EQ(events->at(1).from_state, api::JobState::kPending);
+  EXPECT_EQ(events->at(1).to_state, api::JobState::kRunning);
   EXPECT_EQ(events->at(2).reason, "started");
-  EXPECT_EQ(events->at(3).from_state, "RUNNING");
-  EXPECT_EQ(events->at(3).to_state, "COMPLETED");
+  EXPECT_EQ(events->at(3).from_state, api::JobState::kRunning);
+  EXPECT_EQ(events->at(3).to_state, api::JobState::kCompleted);
   for (size_t i = 1; i < events->size(); ++i)
     EXPECT_GT(events->at(i).seq, events->at(i - 1).seq);
 
@@ -357,11 +358,11 @@ TEST_P(JobsTest, PreemptionRequeuesAndCountsTheUsageSoFar) {
   auto events = store().jobEvents(id);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 5u);
-  EXPECT_EQ(events->at(3).from_state, "RUNNING");
-  EXPECT_EQ(events->at(3).to_state, "PREEMPTED");
+  EXPECT_EQ(events->at(3).from_state, api::JobState::kRunning);
+  EXPECT_EQ(events->at(3).to_state, api::JobState::kPreempted);
   EXPECT_EQ(events->at(3).reason, "preempted by qos high");
-  EXPECT_EQ(events->at(4).from_state, "PREEMPTED");
-  EXPECT_EQ(events->at(4).to_state, "PENDING");
+  EXPECT_EQ(events->at(4).from_state, api::JobState::kPreempted);
+  EXPECT_EQ(events->at(4).to_state, api::JobState::kPending);
   // The next placement gets a new epoch; the old epoch's start is refused.
   auto epoch = store().recordPlacement(id, R"({"node":"b"})", at(2000), "placed");
   ASSERT_TRUE(epoch.ok());
@@ -459,13 +460,26 @@ TEST_P(JobsTest, IllegalTransitionsAreRefusedAndNothingIsWritten) {
   auto events = store().jobEvents(id);
   ASSERT_TRUE(events.ok());
   for (const JobEvent& e : *events)
-    EXPECT_NE(e.reason, "bogus") << e.from_state << e.to_state;
+    EXPECT_NE(e.reason, "bogus") << e.fromStateName() << " -> " << api::jobStateName(e.to_state);
   EXPECT_EQ(store().usageOfJob(id)->size(), 1u);
   // A state the api does not know, written behind the store's back, is Internal when read.
   ASSERT_TRUE(store()
                   .execForTest("UPDATE jobs SET state = 'BOGUS' WHERE id = " + std::to_string(id))
                   .isOk());
   EXPECT_EQ(store().getJob(id).status().code(), StatusCode::kInternal);
+  auto counts = store().countJobsByState();
+  EXPECT_EQ(counts.status().code(), StatusCode::kInternal);
+  EXPECT_NE(counts.status().message().find("'BOGUS'"), std::string::npos)
+      << counts.status().toString();
+  // So is an event's: the events are typed by the same mapping as the jobs' column.
+  ASSERT_TRUE(store()
+                  .execForTest("UPDATE job_events SET from_state = 'NOSUCH' WHERE job_id = " +
+                               std::to_string(id) + " AND to_state = 'COMPLETED'")
+                  .isOk());
+  auto bad_events = store().jobEvents(id);
+  EXPECT_EQ(bad_events.status().code(), StatusCode::kInternal);
+  EXPECT_NE(bad_events.status().message().find("'NOSUCH'"), std::string::npos)
+      << bad_events.status().toString();
 }
 
 // The scheduler's pending reason: a PENDING -> PENDING event, only for a PENDING job.
@@ -479,8 +493,8 @@ TEST_P(JobsTest, PendingReasonIsRecordedForPendingJobsOnly) {
   auto events = store().jobEvents(id);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);
-  EXPECT_EQ(events->back().from_state, "PENDING");
-  EXPECT_EQ(events->back().to_state, "PENDING");
+  EXPECT_EQ(events->back().from_state, api::JobState::kPending);
+  EXPECT_EQ(events->back().to_state, api::JobState::kPending);
   EXPECT_EQ(events->back().reason, "Resources");
   ASSERT_TRUE(store().recordPlacement(id, R"([])", at(2), "placed").ok());
   EXPECT_EQ(store().setJobReason(id, api::JobState::kPending, at(3), "Priority").code(),
@@ -627,16 +641,16 @@ TEST_P(JobsTest, EventsAfterASeqFollowAllJobsInSeqOrderWithOwnerAndPlacement) {
   ASSERT_TRUE(all.ok()) << all.status().toString();
   ASSERT_EQ(all->size(), 4u);
   EXPECT_EQ(all->at(0).job_id, a);
-  EXPECT_EQ(all->at(0).to_state, "PENDING");
+  EXPECT_EQ(all->at(0).to_state, api::JobState::kPending);
   EXPECT_EQ(all->at(0).user, "alice");
   EXPECT_EQ(all->at(0).group, "vision");
   EXPECT_EQ(all->at(1).job_id, b);
   EXPECT_EQ(all->at(1).user, "bob");
-  EXPECT_EQ(all->at(2).to_state, "RUNNING");
+  EXPECT_EQ(all->at(2).to_state, api::JobState::kRunning);
   EXPECT_EQ(all->at(2).placement_json, R"({"node":"n1"})");
   EXPECT_EQ(all->at(2).time, at(2));
-  EXPECT_EQ(all->at(3).from_state, "PENDING");
-  EXPECT_EQ(all->at(3).to_state, "CANCELLED");
+  EXPECT_EQ(all->at(3).from_state, api::JobState::kPending);
+  EXPECT_EQ(all->at(3).to_state, api::JobState::kCancelled);
   EXPECT_EQ(all->at(3).reason, "cancelled by bob");
   for (size_t i = 1; i < all->size(); ++i)
     EXPECT_GT(all->at(i).seq, all->at(i - 1).seq);
