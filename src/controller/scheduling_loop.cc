@@ -638,7 +638,7 @@ Status SchedulingLoop::snapshotJobs(PassInput& in) {
     // Their stored idle time goes too (a job this pass saw RUNNING keeps its row, also when
     // its node was not registered yet).
     std::set<int64_t> in_running;
-    for (const store::JobRecord& record : records) {
+    for (const store::JobRecord& record : in.records) {
       if (record.state == api::JobState::kRunning) in_running.insert(record.id);
     }
     for (auto it = stored_idle_->begin(); it != stored_idle_->end();) {
