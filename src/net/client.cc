@@ -257,12 +257,18 @@ class HttpClient::Impl {
     error_code ec;
     beast::get_lowest_layer(stream).expires_after(timeout_);
     co_await http::async_write(stream, req, awaitEc(ec));
-    if (ec) co_return transportError(ep_, "cannot send request to", ec);
+    const error_code write_ec = ec;
     http::response_parser<http::string_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     beast::get_lowest_layer(stream).expires_after(timeout_);
+    // Even when the write failed: a server that refuses a request before reading all of it
+    // (a connection limit, a body too large) answers and closes, and its answer may be waiting
+    // here while the rest of the request met a closed socket. Without it the caller could not
+    // tell whether the request was taken.
     co_await http::async_read(stream, buffer_, parser, awaitEc(ec));
-    if (ec) {
+    if (write_ec) {
+      if (ec) co_return transportError(ep_, "cannot send request to", write_ec);
+    } else if (ec) {
       *nothing_received = !parser.got_some();
       co_return transportError(ep_, "no response from", ec);
     }

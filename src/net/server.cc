@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -63,14 +64,23 @@ constexpr auto kAwait = asio::use_awaitable;
 // What an idle connection reads when its next request starts: the read that ends the idle wait.
 constexpr size_t kFirstReadBytes = 4096;
 
-// A 429 for a connection refused by a connection limit, written straight to its socket.
+// A 503 for a connection refused by a connection limit, written straight to its socket: the
+// request was not read, so nothing was changed, and the client may try again (exit 7 for
+// `gpool`, like every refusal "for now"; docs/cli-exit-codes.md).
 std::string refusalResponse(const std::string& why) {
-  std::string body = errorBody("resource_exhausted", why);
+  std::string body = errorBody("unavailable", why);
   return fmt::format(
-      "HTTP/1.1 429 Too Many Requests\r\nServer: gpoold\r\nContent-Type: application/json\r\n"
+      "HTTP/1.1 503 Service Unavailable\r\nServer: gpoold\r\nContent-Type: application/json\r\n"
       "Content-Length: {}\r\nRetry-After: 5\r\nConnection: close\r\n\r\n{}",
       body.size(), body);
 }
+
+// How long a refused connection stays open after its answer, reading and discarding what its
+// client still sends, so that the client reads the answer rather than a broken pipe.
+constexpr std::chrono::milliseconds kRefusalDrain{1000};
+// Refused connections held open for that at once, at most (each holds a descriptor from the
+// reserve); beyond, a refused connection is answered best-effort and closed at once.
+constexpr size_t kMaxDrainingRefusals = 64;
 
 auto awaitEc(error_code& ec) {
   return asio::redirect_error(kAwait, ec);
@@ -203,9 +213,15 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   void stop();
 
   // Takes a place in limits_ for a new connection: a slot holding it, or nullopt when a limit
-  // refuses it (then the connection is answered and closed, and the refusal counted).
-  std::optional<ConnectionSlot> admit(int fd, const std::string& key, bool unix_peer,
+  // refuses it (then the refusal is counted and `socket` is taken: a non-TLS peer is answered
+  // 503 by answerRefusal, a TLS peer closed).
+  template <class Socket>
+  std::optional<ConnectionSlot> admit(Socket& socket, const std::string& key, bool unix_peer,
                                       bool privileged, bool tls);
+  // Answers a refused connection `answer`, half-closes it and reads what its client still
+  // sends for up to kRefusalDrain before closing, so that a client still writing its request
+  // (a large body) reads the answer instead of failing its write on a closed socket.
+  asio::awaitable<void> answerRefusal(PlainStream stream, std::string answer);
   // At most one warning a second per `what` (accept errors and refusals come in floods).
   void warnRateLimited(const std::string& what, const std::string& message);
   // The spare descriptor (spare_fd_), opened if it is not held; false when no descriptor is
@@ -296,6 +312,8 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   std::atomic<uint64_t> handler_exceptions_{0};
   std::atomic<uint64_t> ws_counter_{0};
   std::atomic<uint64_t> connections_refused_{0};
+  // Refused connections answerRefusal holds open now (at most kMaxDrainingRefusals).
+  std::atomic<size_t> refusals_draining_{0};
   ConnectionLimits limits_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
@@ -855,22 +873,50 @@ asio::awaitable<void> Server::Impl::runWebSocket(std::shared_ptr<SessionControl>
   co_await conn->run(route->websocket);
 }
 
-std::optional<ConnectionSlot> Server::Impl::admit(int fd, const std::string& key, bool unix_peer,
-                                                  bool privileged, bool tls) {
+template <class Socket>
+std::optional<ConnectionSlot> Server::Impl::admit(Socket& socket, const std::string& key,
+                                                  bool unix_peer, bool privileged, bool tls) {
   std::string why;
   if (!limits_.admit(key, unix_peer, privileged, &why)) {
     connections_refused_.fetch_add(1);
     warnRateLimited("refused", "connection refused: " + why);
-    if (!tls) {
-      // Best effort, without waiting: a fresh connection's send buffer takes this whole.
-      std::string answer = refusalResponse(why);
-      (void)!::send(fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-      ::shutdown(fd, SHUT_WR);
+    // TLS peers are closed unanswered: answering would take a handshake per refusal.
+    if (tls) return std::nullopt;
+    std::string answer = refusalResponse(why);
+    const size_t cap = std::min(kMaxDrainingRefusals, options_.reserved_fds / 2);
+    if (refusals_draining_.fetch_add(1) < cap) {
+      Executor strand = socket.get_executor();
+      asio::co_spawn(
+          strand, answerRefusal(PlainStream(Generic::socket(std::move(socket))), std::move(answer)),
+          asio::detached);
+      return std::nullopt;
     }
+    refusals_draining_.fetch_sub(1);
+    // Too many held open already: best effort, without waiting (a fresh connection's send
+    // buffer takes this whole); a client still writing may miss it.
+    const int fd = socket.native_handle();
+    (void)!::send(fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
     return std::nullopt;
   }
   if (privileged) return ConnectionSlot();
   return ConnectionSlot(&limits_, key);
+}
+
+asio::awaitable<void> Server::Impl::answerRefusal(PlainStream stream, std::string answer) {
+  struct Release {
+    std::atomic<size_t>* draining;
+    ~Release() { draining->fetch_sub(1); }
+  } release{&refusals_draining_};
+  error_code ec;
+  // The answer goes first, before the request is read: the client reads it once it has sent
+  // its request (or at once, when it waits for an answer before its body).
+  stream.expires_after(kRefusalDrain);
+  co_await asio::async_write(stream, asio::buffer(answer), awaitEc(ec));
+  if (ec) co_return;
+  // Half-close, so that the client sees the answer end, then take what it still sends.
+  stream.socket().shutdown(asio::socket_base::shutdown_send, ec);
+  co_await drainInput(stream, kRefusalDrain);
 }
 
 void Server::Impl::warnRateLimited(const std::string& what, const std::string& message) {
@@ -935,10 +981,9 @@ void Server::Impl::serveUnix(Local::socket socket) {
   }
   // Root and the server's own user (local agents, the operator's tools) are never refused.
   const bool privileged = cred.uid == 0 || cred.uid == ::geteuid();
-  std::optional<ConnectionSlot> slot =
-      admit(socket.native_handle(), "uid " + std::to_string(cred.uid),
-            /*unix_peer=*/true, privileged, /*tls=*/false);
-  if (!slot) return;  // the socket closes here
+  std::optional<ConnectionSlot> slot = admit(socket, "uid " + std::to_string(cred.uid),
+                                             /*unix_peer=*/true, privileged, /*tls=*/false);
+  if (!slot) return;  // answered and closed by admit
   peer.kind = PeerIdentity::Kind::kUnixPeer;
   peer.uid = cred.uid;
   peer.gid = cred.gid;
@@ -1078,9 +1123,8 @@ asio::awaitable<void> Server::Impl::acceptTcp(
     }
     Tcp::endpoint remote = socket.remote_endpoint(ec);
     if (ec) continue;  // already gone
-    std::optional<ConnectionSlot> slot =
-        admit(socket.native_handle(), "address " + remote.address().to_string(),
-              /*unix_peer=*/false, /*privileged=*/false, tls);
+    std::optional<ConnectionSlot> slot = admit(socket, "address " + remote.address().to_string(),
+                                               /*unix_peer=*/false, /*privileged=*/false, tls);
     if (!slot) continue;
     socket.set_option(Tcp::no_delay(true), ec);
     serve(std::move(socket), std::move(*slot));

@@ -67,9 +67,12 @@ struct ServerOptions {
   //    process's open-file limit at start (RLIMIT_NOFILE's soft limit minus reserved_fds).
   // Privileged peers, Unix-socket peers with uid 0 or the server's own uid (admins, local
   // agents), are never refused by a limit: they are served from the reserved descriptors even
-  // while unprivileged peers are refused. A refused connection is answered 429 with code
-  // resource_exhausted naming the limit (TLS connections are closed without an answer) and
-  // closed at once. Connections upgraded to a route marked RouteOptions::exempt_from_limits
+  // while unprivileged peers are refused. A refused connection is answered 503 with code
+  // unavailable and Retry-After, naming the limit (TLS connections are closed without an
+  // answer), then half-closed, and what its client still sends is read and discarded for up to
+  // 1 s before it closes (at most 64, and half of reserved_fds, at once; beyond, it is closed
+  // at once), so that a client still writing its request reads the answer. Connections
+  // upgraded to a route marked RouteOptions::exempt_from_limits
   // stop counting against their peer once upgraded.
   size_t max_connections_per_user = 64;
   size_t max_connections_per_address = 256;
