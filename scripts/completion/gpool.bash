@@ -8,7 +8,7 @@ _gpool() {
   local commands="submit run alloc logs shell queue show cancel nodes top watch up down sim version"
   # The admin and account commands (src/cli/admin_commands.cc).
   commands+=" user group quota qos drain resume node usage account config token join-token alerts"
-  commands+=" gpu admin"
+  commands+=" gpu admin audit"
   local global="--socket --server --ca --token-file --json --help --version"
   cmd=""
   local sub=""
@@ -136,6 +136,9 @@ _gpool() {
         --from|--to) return ;;
       esac
       COMPREPLY=($(compgen -W "--by --from --to --csv --mine --help $global" -- "$cur")) ;;
+    audit)
+      [[ "$prev" == "--after" || "$prev" == "--limit" ]] && return
+      COMPREPLY=($(compgen -W "--after --limit --help $global" -- "$cur")) ;;
     account)
       if [[ -z "$sub" ]]; then
         COMPREPLY=($(compgen -W "quota --help $global" -- "$cur"))

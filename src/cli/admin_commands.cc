@@ -291,6 +291,7 @@ void registerAdminCommands(CLI::App& app, std::shared_ptr<GlobalOptions> global)
   admin::registerAlertCommands(app, global);
   admin::registerNodeCommands(app, global);
   admin::registerUsageCommands(app, global);
+  admin::registerAuditCommands(app, global);
   admin::registerAccountCommands(app, global);
   admin::registerConfigCommands(app, global);
 }

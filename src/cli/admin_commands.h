@@ -7,7 +7,7 @@ class App;
 }
 
 // The admin and account commands of `gpool` (docs/cli.md): user, group, quota, qos, drain,
-// resume, usage, config check, and the caller's own view (account, quota --mine, usage
+// resume, usage, audit, config check, and the caller's own view (account, quota --mine, usage
 // --mine). They talk to gpoold's REST API like the client commands (client_commands.h), except
 // `config check`, which reads a file with the same reader as gpoold.
 namespace gpool::cli {

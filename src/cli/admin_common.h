@@ -114,6 +114,7 @@ void registerQosCommands(CLI::App& app, const std::shared_ptr<GlobalOptions>& gl
 void registerAlertCommands(CLI::App& app, const std::shared_ptr<GlobalOptions>& global);
 void registerNodeCommands(CLI::App& app, const std::shared_ptr<GlobalOptions>& global);
 void registerUsageCommands(CLI::App& app, const std::shared_ptr<GlobalOptions>& global);
+void registerAuditCommands(CLI::App& app, const std::shared_ptr<GlobalOptions>& global);
 void registerAccountCommands(CLI::App& app, const std::shared_ptr<GlobalOptions>& global);
 void registerConfigCommands(CLI::App& app, const std::shared_ptr<GlobalOptions>& global);
 

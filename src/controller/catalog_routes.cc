@@ -1,4 +1,5 @@
-// The catalog: users, groups, quotas, QoS levels, usage reports, and the caller's account.
+// The catalog: users, groups, quotas, QoS levels, usage reports, the caller's account, and
+// the audit log of admin changes.
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -22,6 +23,8 @@ using nlohmann::json;
 
 // Usage reports default to the last 30 days.
 constexpr int64_t kDefaultUsageDays = 30;
+// An audit page without ?limit= (the jobs list's default).
+constexpr int64_t kDefaultAuditPage = 100;
 
 Result<std::string> accountName(const net::Request& req, std::string_view what) {
   std::string name = req.pathParam("name");
@@ -502,6 +505,45 @@ Status addAccountRoute(net::Router& router, const Context& ctx) {
           }));
 }
 
+// GET /v1/audit?after=SEQ&limit=N: the audit log, oldest first, for admins only (it names
+// every actor and what they changed). Paged like /v1/jobs: next_after is the last event's seq
+// when the page is full (there may be more), null otherwise.
+Status addAuditRoute(net::Router& router, const Context& ctx) {
+  store::Store& store = *ctx.store;
+  return router.add(
+      net::Method::kGet, "/v1/audit",
+      authed(ctx, {"after", "limit"},
+             [&store](const Caller& caller, const net::Request& req) -> Result<net::Response> {
+               GPOOL_RETURN_IF_ERROR(checkCatalogAdmin(caller, "read the audit log"));
+               int64_t after = 0;
+               int64_t limit = kDefaultAuditPage;
+               if (auto a = req.queryParam("after")) {
+                 GPOOL_ASSIGN_OR_RETURN(after, parseId(*a, "after"));
+               }
+               if (auto l = req.queryParam("limit")) {
+                 GPOOL_ASSIGN_OR_RETURN(limit, parseId(*l, "limit"));
+                 if (limit < 1 || limit > store::kMaxPageSize) {
+                   return Status::invalidArgument("limit: must be in [1, " +
+                                                  std::to_string(store::kMaxPageSize) + "]");
+                 }
+               }
+               GPOOL_ASSIGN_OR_RETURN(std::vector<store::AuditEvent> events,
+                                      store.auditEvents(after, static_cast<int32_t>(limit)));
+               json out = json::array();
+               for (const store::AuditEvent& e : events) {
+                 out.push_back(json{{"seq", e.seq},
+                                    {"time_us", toUnixMicros(e.time)},
+                                    {"actor", e.actor},
+                                    {"action", e.action},
+                                    {"subject", e.subject},
+                                    {"detail", e.detail}});
+               }
+               json next = static_cast<int64_t>(events.size()) == limit ? json(events.back().seq)
+                                                                        : json(nullptr);
+               return jsonResponse(200, json{{"events", std::move(out)}, {"next_after", next}});
+             }));
+}
+
 }  // namespace
 
 Status addCatalogRoutes(net::Router& router, const Context& ctx) {
@@ -511,6 +553,7 @@ Status addCatalogRoutes(net::Router& router, const Context& ctx) {
   if (added.isOk()) added = addQosRoutes(router, ctx);
   if (added.isOk()) added = addUsageRoute(router, ctx);
   if (added.isOk()) added = addAccountRoute(router, ctx);
+  if (added.isOk()) added = addAuditRoute(router, ctx);
   return added;
 }
 

@@ -325,6 +325,80 @@ TEST_F(AdminCliTest, DrainAndResume) {
   EXPECT_TRUE(contains(unknown.err, "node 'gpu-09' is not registered")) << unknown.err;
 }
 
+// Admin changes show up in `gpool audit`, oldest first, with who made them; --limit pages and
+// the "more" line's --after reads the next page; --json is gpoold's answer.
+TEST_F(AdminCliTest, AuditListsAdminChangesAndPages) {
+  startDaemon();
+  Output empty = gpool({"audit"});
+  ASSERT_EQ(empty.rc, 0) << empty.err;
+  EXPECT_EQ(empty.out, "No audit events.\n");
+  ASSERT_EQ(gpool({"user", "add", "alice", "--uid", "1001"}).rc, 0);
+  ASSERT_EQ(gpool({"group", "add", "vision", "--gid", "2001"}).rc, 0);
+  ASSERT_EQ(gpool({"quota", "set", "--user", "alice", "--max-gpus", "2"}).rc, 0);
+  ASSERT_EQ(gpool({"quota", "set", "--group", "vision", "--gpu-hours", "100"}).rc, 0);
+  ASSERT_EQ(gpool({"quota", "remove", "--user", "alice"}).rc, 0);
+
+  Output all = gpool({"audit"});
+  ASSERT_EQ(all.rc, 0) << all.err;
+  std::vector<std::string> rows = lines(all.out);
+  ASSERT_EQ(rows.size(), 4u) << all.out;
+  EXPECT_EQ(rows[0].substr(0, 4), "SEQ ") << all.out;
+  for (const char* column : {"TIME", "ACTOR", "ACTION", "SUBJECT", "DETAIL"})
+    EXPECT_TRUE(contains(rows[0], column)) << rows[0];
+  // SEQ, TIME (two words: date and time of day), ACTOR, ACTION, SUBJECT, DETAIL.
+  auto words = [](const std::string& row) {
+    std::istringstream in(row);
+    std::vector<std::string> w;
+    for (std::string word; in >> word;)
+      w.push_back(word);
+    return w;
+  };
+  const std::vector<std::tuple<std::string, std::string>> want = {
+      {"set_quota", "user:alice"}, {"set_quota", "group:vision"}, {"delete_quota", "user:alice"}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<std::string> w = words(rows[i + 1]);
+    ASSERT_GE(w.size(), 7u) << rows[i + 1];
+    EXPECT_EQ(w[3], "root") << rows[i + 1];
+    EXPECT_EQ(w[4], std::get<0>(want[i])) << rows[i + 1];
+    EXPECT_EQ(w[5], std::get<1>(want[i])) << rows[i + 1];
+  }
+  // A quota's limits are longer than the DETAIL column: cut, with --json holding them whole.
+  EXPECT_EQ(rows[1].substr(rows[1].size() - 3), "...") << rows[1];
+  EXPECT_LE(rows[1].size() - rows[1].find('{'), 60u) << rows[1];
+
+  Output as_json = gpool({"audit", "--json"});
+  ASSERT_EQ(as_json.rc, 0) << as_json.err;
+  json page = json::parse(as_json.out);
+  ASSERT_EQ(page["events"].size(), 3u) << as_json.out;
+  EXPECT_TRUE(page["next_after"].is_null());
+  const json& first = page["events"][0];
+  EXPECT_EQ(first["actor"], "root");
+  EXPECT_EQ(first["action"], "set_quota");
+  EXPECT_EQ(first["subject"], "user:alice");
+  EXPECT_TRUE(contains(first["detail"].get<std::string>(), "max_gpus")) << first;
+  EXPECT_GT(first["time_us"].get<int64_t>(), 0);
+  int64_t second = page["events"][1]["seq"].get<int64_t>();
+  EXPECT_LT(first["seq"].get<int64_t>(), second);
+
+  // Two a page: the first page says where the next starts; the next holds only the third.
+  Output paged = gpool({"audit", "--limit", "2"});
+  ASSERT_EQ(paged.rc, 0) << paged.err;
+  std::vector<std::string> first_page = lines(paged.out);
+  ASSERT_EQ(first_page.size(), 4u) << paged.out;
+  EXPECT_EQ(first_page[3], "(more: gpool audit --after " + std::to_string(second) + ")");
+  Output next = gpool({"audit", "--after", std::to_string(second), "--json"});
+  ASSERT_EQ(next.rc, 0) << next.err;
+  json next_page = json::parse(next.out);
+  ASSERT_EQ(next_page["events"].size(), 1u) << next.out;
+  EXPECT_EQ(next_page["events"][0]["action"], "delete_quota");
+  Output past = gpool({"audit", "--after", std::to_string(second + 1)});
+  EXPECT_EQ(past.out, "No audit events after " + std::to_string(second + 1) + ".\n");
+
+  Output bad = gpool({"audit", "--limit", "0"});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_TRUE(contains(bad.err, "--limit")) << bad.err;
+}
+
 TEST_F(AdminCliTest, PlainUsersAreDeniedWithExitFour) {
   if (geteuid() != 0 || !getpwnam("nobody")) GTEST_SKIP() << "needs root and a nobody user";
   {
@@ -332,13 +406,14 @@ TEST_F(AdminCliTest, PlainUsersAreDeniedWithExitFour) {
     ASSERT_TRUE(store::saveApiNode(*store, ct::makeNode("gpu-01", 1)).isOk());
   }
   startDaemon();
-  for (const std::vector<std::string>& cmd : std::vector<std::vector<std::string>>{
-           {"user", "add", "eve", "--uid", "7"},
-           {"group", "add", "g", "--gid", "7"},
-           {"qos", "add", "x"},
-           {"drain", "gpu-01", "--reason", "mine"},
-           {"resume", "gpu-01"},
-           {"quota", "set", "--user", "eve", "--max-gpus", "9"}}) {
+  for (const std::vector<std::string>& cmd :
+       std::vector<std::vector<std::string>>{{"user", "add", "eve", "--uid", "7"},
+                                             {"group", "add", "g", "--gid", "7"},
+                                             {"qos", "add", "x"},
+                                             {"drain", "gpu-01", "--reason", "mine"},
+                                             {"resume", "gpu-01"},
+                                             {"quota", "set", "--user", "eve", "--max-gpus", "9"},
+                                             {"audit"}}) {
     Output o = gpoolAsNobody(cmd);
     EXPECT_EQ(o.rc, 4) << cmd[0] << ": " << o.err;
     EXPECT_TRUE(contains(o.err, "gpool: permission denied: `gpool " + cmd[0])) << o.err;
@@ -585,6 +660,7 @@ TEST_F(AdminCliTest, HelpOnEveryCommand) {
                                              {"drain"},
                                              {"resume"},
                                              {"usage"},
+                                             {"audit"},
                                              {"account"},
                                              {"account", "quota"},
                                              {"config", "check"}}) {

@@ -399,6 +399,42 @@ TEST_F(ApiTest, UsageReportsGpuHoursBySliceAndHidesOthersRows) {
   EXPECT_NE(message(get("root", "/v1/usage?from=yesterday")).find("from:"), std::string::npos);
 }
 
+TEST_F(ApiTest, AuditLogIsForAdminsAndRefusesBadPaging) {
+  ASSERT_EQ(call("root", net::Method::kPut, "/v1/quotas/group/ml", R"({"max_gpus":"4"})").status,
+            200);
+  ASSERT_EQ(call("root", net::Method::kDelete, "/v1/quotas/group/ml", "").status, 200);
+  auto first = get("root", "/v1/audit?limit=1");
+  ASSERT_EQ(first.status, 200) << first.body;
+  json page = body(first);
+  ASSERT_EQ(page["events"].size(), 1u) << first.body;
+  EXPECT_EQ(page["events"][0]["action"], "set_quota");
+  EXPECT_EQ(page["events"][0]["subject"], "group:ml");
+  EXPECT_EQ(page["events"][0]["actor"], "root");
+  ASSERT_EQ(page["next_after"], page["events"][0]["seq"]);
+  json rest = body(get("root", "/v1/audit?after=" + page["next_after"].dump()));
+  ASSERT_EQ(rest["events"].size(), 1u) << rest;
+  EXPECT_EQ(rest["events"][0]["action"], "delete_quota");
+  EXPECT_TRUE(rest["next_after"].is_null());
+
+  // carol administers group ml, bob is a plain user: neither reads the log.
+  for (const char* who : {"bob", "carol"}) {
+    auto r = get(who, "/v1/audit");
+    EXPECT_EQ(r.status, 403) << who << ": " << r.body;
+    EXPECT_NE(message(r).find("may not read the audit log (admin only)"), std::string::npos)
+        << r.body;
+  }
+  for (const auto& [bad, named] :
+       std::vector<std::pair<std::string, std::string>>{{"/v1/audit?limit=0", "limit:"},
+                                                        {"/v1/audit?limit=10001", "limit:"},
+                                                        {"/v1/audit?after=-1", "after:"},
+                                                        {"/v1/audit?after=x", "after:"},
+                                                        {"/v1/audit?user=bob", "user"}}) {
+    auto r = get("root", bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    EXPECT_NE(message(r).find(named), std::string::npos) << bad << ": " << r.body;
+  }
+}
+
 TEST_F(ApiTest, UsersAreAdministeredByAdminsAndReadWithinTheirGroups) {
   const std::string dave = R"({"uid":1004,"groups":["vision"],"role":"user"})";
   EXPECT_EQ(call("alice", Method::kPut, "/v1/users/dave", dave).status, 403);

@@ -132,6 +132,7 @@ const std::map<std::string, Rule>& rules() {
       {"PUT /v1/qos/{name}", [](Who w, Owner) { return admin(w); }},
       {"DELETE /v1/qos/{name}", [](Who w, Owner) { return admin(w); }},
       {"GET /v1/usage", [](Who w, Owner) { return human(w); }},
+      {"GET /v1/audit", [](Who w, Owner) { return admin(w); }},
       {"GET /v1/account", [](Who w, Owner) { return human(w); }},
       // Own: a token for oneself; same group / other: for that user (admins only).
       {"POST /v1/tokens",
