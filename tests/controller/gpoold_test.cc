@@ -732,11 +732,9 @@ std::string readUntil(Child& child, const std::string& prefix) {
   }
 }
 
-// Two gpoold processes on one real PostgreSQL server with [ha]: one leads, the other is a
-// standby that answers 503 naming the leader; the leader SIGKILLed, the standby takes the lease
-// once it lapses and serves what the leader acknowledged; a leader paused past its lease is
-// deposed, its write refused, and it exits when it wakes.
-class GpooldHaTest : public GpooldTest {
+// gpoold on a real PostgreSQL server (started per test), whose store holds node gpu-01 and user
+// alice of group ml.
+class GpooldOnPostgresTest : public GpooldTest {
  protected:
   void SetUp() override {
     auto pg = store::testing::PgServer::start();
@@ -747,6 +745,15 @@ class GpooldHaTest : public GpooldTest {
     ASSERT_TRUE(store::saveApiNode(**st, testing::makeNode("gpu-01", 2)).isOk());
     testing::addUser(**st, "alice", 1001, {"ml"});
   }
+  std::unique_ptr<store::testing::PgServer> pg_;
+};
+
+// Two gpoold processes on one real PostgreSQL server with [ha]: one leads, the other is a
+// standby that answers 503 naming the leader; the leader SIGKILLed, the standby takes the lease
+// once it lapses and serves what the leader acknowledged; a leader paused past its lease is
+// deposed, its write refused, and it exits when it wakes.
+class GpooldHaTest : public GpooldOnPostgresTest {
+ protected:
   std::string haConfig(const std::string& name) {
     std::string path = dir_.path() + "/" + name + ".toml";
     std::ofstream(path) << "[controller]\nstore = \"" << pg_->conninfo() << "\"\n"
@@ -765,7 +772,6 @@ class GpooldHaTest : public GpooldTest {
     EXPECT_TRUE(listed.ok() && listed->status == 200);
     return listed.ok() ? nlohmann::json::parse(listed->body)["jobs"].size() : 0;
   }
-  std::unique_ptr<store::testing::PgServer> pg_;
 };
 
 TEST_F(GpooldHaTest, StandbyRedirectsAndTakesOverWhenTheLeaderIsKilled) {
@@ -855,16 +861,11 @@ TEST_F(GpooldHaTest, SigtermReleasesTheLeaseToTheStandby) {
 // A full disk (53100) is not caused for real: PostgreSQL stops (PANIC) when its WAL cannot be
 // written, so a trigger raises that SQLSTATE from the submission's second statement (its
 // event), and the job row inserted before it in the same transaction must go with it.
-class GpooldPgTest : public GpooldTest {
+class GpooldPgTest : public GpooldOnPostgresTest {
  protected:
   void SetUp() override {
-    auto pg = store::testing::PgServer::start();
-    ASSERT_TRUE(pg.ok()) << pg.status().toString();
-    pg_ = std::move(pg).value();
-    auto st = store::PostgresStore::open({pg_->conninfo(), 2});
-    ASSERT_TRUE(st.ok()) << st.status().toString();
-    ASSERT_TRUE(store::saveApiNode(**st, testing::makeNode("gpu-01", 2)).isOk());
-    testing::addUser(**st, "alice", 1001, {"ml"});
+    GpooldOnPostgresTest::SetUp();
+    if (HasFatalFailure()) return;
     auto admin = store::openPostgresConnection(pg_->conninfo());
     ASSERT_TRUE(admin.ok()) << admin.status().toString();
     admin_ = std::move(admin).value();
@@ -908,7 +909,6 @@ class GpooldPgTest : public GpooldTest {
     EXPECT_EQ(r.header("Retry-After").value_or(""), "5") << r.body;
     EXPECT_NE(r.body.find(naming), std::string::npos) << r.body;
   }
-  std::unique_ptr<store::testing::PgServer> pg_;
   std::unique_ptr<store::SqlConnection> admin_;
 };
 
